@@ -1,0 +1,81 @@
+"""The reply the worker publishes (SPEC.md §3).
+
+The worker serialises replies straight from dicts with orjson (this is the hot path);
+these models describe that output for the JSON Schema, the AsyncAPI document and for
+clients that want typed replies (`parse_reply`).
+"""
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class ErrorCode(StrEnum):
+    INVALID_JSON = "invalid_json"
+    INVALID_JOB = "invalid_job"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    INTERNAL = "internal"
+    TIMEOUT = "timeout"  # only written by clients (rerender --broker), never by the worker
+
+
+class _ReplyModel(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class Message(_ReplyModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class ReplyMeta(_ReplyModel):
+    template_version: str = Field(
+        description="Stable hash of the template set of the job's family; changes when any "
+        "template text of that family changes."
+    )
+    family: str = Field(description="Prompt family: tarsy, legacy, skill or system_prompt.")
+    worker_version: str
+    render_ms: float = Field(description="Time spent building the messages, in milliseconds.")
+    prompt_chars: int = Field(description="Characters in all messages together.")
+    masked: dict[str, int] = Field(
+        default_factory=dict, description="Secrets masked before rendering, counted by detector."
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+
+class OkReply(_ReplyModel):
+    job_id: str
+    status: Literal["ok"]
+    kind: str
+    messages: list[Message]
+    meta: ReplyMeta
+
+
+class ErrorDetail(_ReplyModel):
+    field: str = Field(description="Dotted path of the offending field ('' for the whole body).")
+    type: str = Field(description="Machine-readable error type, e.g. missing, string_type.")
+    message: str
+
+
+class ErrorInfo(_ReplyModel):
+    code: ErrorCode
+    message: str
+    details: list[ErrorDetail] = Field(default_factory=list)
+
+
+class ErrorReply(_ReplyModel):
+    job_id: str | None = Field(description="The job's id, or null when it could not be read.")
+    status: Literal["error"]
+    kind: str | None = Field(None, description="The job's kind when it could be read.")
+    error: ErrorInfo
+
+
+Reply = Annotated[OkReply | ErrorReply, Field(discriminator="status")]
+_reply_adapter: TypeAdapter[OkReply | ErrorReply] = TypeAdapter(Reply)
+
+
+def parse_reply(data: bytes | str | dict[str, Any]) -> OkReply | ErrorReply:
+    """Parse a reply published by the worker into its typed model."""
+    if isinstance(data, dict):
+        return _reply_adapter.validate_python(data)
+    return _reply_adapter.validate_json(data)

@@ -1,0 +1,91 @@
+"""The worker's YAML configuration (`worker.yaml`): MCP registry, masking, prompts.
+
+Loaded once at start-up. A malformed file is a `ConfigError` naming the file and the
+problem; the CLI turns it into a one-line message and exit code 2, never a traceback.
+"""
+
+import os
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from worker.contributors import ContributorDefinition
+from worker.families.system_prompt.config import PromptDefinition
+from worker.masking.config import MaskingConfig
+from worker.registry import MCPServerRegistry
+
+CONFIG_ENV = "PROMPT_WORKER_CONFIG"
+
+
+class ConfigError(Exception):
+    """The configuration file cannot be used; the message says which file and why."""
+
+
+class MCPServerConfig(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    instructions: str = ""
+
+
+class WorkerConfig(BaseModel):
+    # Unknown top-level keys are rejected: a typo such as `mcp_server:` would otherwise
+    # silently drop every tier-2 instruction from every prompt.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
+    masking: MaskingConfig = Field(default_factory=MaskingConfig)
+    prompts: list[PromptDefinition] = Field(default_factory=list)
+    contributors: list[ContributorDefinition] = Field(default_factory=list)
+    templates_dir: Path | None = None
+
+    def registry(self) -> MCPServerRegistry:
+        return MCPServerRegistry(
+            MappingProxyType({sid: cfg.instructions for sid, cfg in self.mcp_servers.items()})
+        )
+
+
+def _format_validation_error(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def parse_config(data: Any, source: str = "<config>") -> WorkerConfig:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        config = WorkerConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_format_validation_error(exc)}") from None
+    if config.templates_dir is not None and not config.templates_dir.is_absolute():
+        # Relative to the config file, so a config and its templates travel together.
+        base = Path(source).parent if source != "<config>" else Path.cwd()
+        config = config.model_copy(update={"templates_dir": base / config.templates_dir})
+    return config
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> WorkerConfig:
+    """Load `path`, else $PROMPT_WORKER_CONFIG, else the empty configuration."""
+    if path is None:
+        path = os.environ.get(CONFIG_ENV) or None
+    if path is None:
+        return WorkerConfig()
+    source = os.fspath(path)
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    return parse_config(data, source)

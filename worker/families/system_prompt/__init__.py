@@ -1,0 +1,1 @@
+"""The `system_prompt` kind: tiered system prompts (seed 003)."""

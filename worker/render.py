@@ -1,0 +1,240 @@
+"""The data path: bytes -> job -> (masking) -> family builder -> reply -> bytes.
+
+`Renderer.render(body)` never raises: every outcome, including a bug in a builder, is a
+reply (`ok` or `error`) plus the facts the transport needs to log, count and route it.
+The same object serves the queue consumer, `prompt-worker render` and `rerender`.
+"""
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from schemas.job import Job, Kind, kind_rule_violations
+from schemas.reply import ErrorCode
+from worker import __version__
+from worker.config import WorkerConfig
+from worker.contributors import Contributors
+from worker.families_registry import FAMILIES
+from worker.family import RenderContext
+from worker.masking.masker import Masker
+
+DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class RenderOutcome:
+    """A rendered reply and what the edges need to know about it."""
+
+    body: bytes
+    status: str
+    job_id: str | None = None
+    kind: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    request_bytes: int = 0
+    prompt_chars: int = 0
+    render_seconds: float = 0.0
+    masked: dict[str, int] = field(default_factory=dict)
+    messages: list[dict[str, str]] | None = None
+    # Set for `internal` errors only, so the edge can log the stack trace.
+    exception: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def validation_details(error: ValidationError) -> list[dict[str, str]]:
+    return [
+        {"field": _field_path(item["loc"]), "type": item["type"], "message": item["msg"]}
+        for item in error.errors(include_url=False, include_input=False)
+    ]
+
+
+def _peek_identity(body: bytes | str) -> tuple[str | None, str | None]:
+    """Best-effort job id and kind of a body that failed validation (error path only)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    job_id = data.get("job_id")
+    kind = data.get("kind")
+    return (
+        job_id if isinstance(job_id, str) and job_id else None,
+        kind if isinstance(kind, str) and kind else None,
+    )
+
+
+def error_reply(
+    code: ErrorCode,
+    message: str,
+    *,
+    job_id: str | None = None,
+    kind: str | None = None,
+    details: list[dict[str, str]] | None = None,
+    request_bytes: int = 0,
+    exception: BaseException | None = None,
+) -> RenderOutcome:
+    reply = {
+        "job_id": job_id,
+        "status": "error",
+        "kind": kind,
+        "error": {"code": code.value, "message": message, "details": details or []},
+    }
+    return RenderOutcome(
+        body=orjson.dumps(reply),
+        status="error",
+        job_id=job_id,
+        kind=kind,
+        error_code=code.value,
+        error_message=message,
+        request_bytes=request_bytes,
+        exception=exception,
+    )
+
+
+class Renderer:
+    """Turns job bodies into reply bodies. Build once; thread-safe; no I/O."""
+
+    def __init__(
+        self,
+        config: WorkerConfig | None = None,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        self.config = config if config is not None else WorkerConfig()
+        self.max_message_bytes = max_message_bytes
+        self.context = RenderContext.from_config(self.config)
+        for family in {spec.name: spec for spec in FAMILIES.values()}.values():
+            if family.prepare is not None:
+                self.context.family_state[family.name] = family.prepare(self.config)
+        self.masker = Masker.from_config(self.config.masking) if self.config.masking.enabled else None
+        self.contributors = Contributors.from_config(self.config.contributors)
+        self.worker_version = __version__
+
+    def template_versions(self) -> dict[str, str]:
+        """Template version of each family, e.g. for a rerender report."""
+        return {spec.name: spec.template_version for spec in FAMILIES.values()}
+
+    def parse(self, body: bytes | str) -> Job | RenderOutcome:
+        """The job in `body`, or the error reply explaining why there is none."""
+        size = len(body)
+        if size > self.max_message_bytes:
+            job_id, kind = _peek_identity(body)
+            return error_reply(
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                f"message of {size} bytes exceeds the limit of {self.max_message_bytes} bytes",
+                job_id=job_id,
+                kind=kind,
+                request_bytes=size,
+            )
+        try:
+            job = Job.model_validate_json(body)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_input=False)
+            if errors and errors[0]["type"] == "json_invalid":
+                return error_reply(
+                    ErrorCode.INVALID_JSON,
+                    f"body is not valid JSON: {errors[0]['msg']}",
+                    request_bytes=size,
+                )
+            job_id, kind = _peek_identity(body)
+            details = validation_details(exc)
+            return error_reply(
+                ErrorCode.INVALID_JOB,
+                f"job failed validation ({len(details)} problem{'s' if len(details) != 1 else ''})",
+                job_id=job_id,
+                kind=kind,
+                details=details,
+                request_bytes=size,
+            )
+        problems = kind_rule_violations(job)
+        if problems:
+            return error_reply(
+                ErrorCode.INVALID_JOB,
+                f"job failed validation ({len(problems)} problem{'s' if len(problems) != 1 else ''})",
+                job_id=job.job_id,
+                kind=job.kind.value,
+                details=problems,
+                request_bytes=size,
+            )
+        return job
+
+    def render(self, body: bytes | str) -> RenderOutcome:
+        """Render one job body into a reply body. Never raises."""
+        try:
+            parsed = self.parse(body)
+        except Exception as exc:  # a bug in validation must still produce a reply
+            return error_reply(
+                ErrorCode.INTERNAL,
+                f"internal error while parsing the job: {type(exc).__name__}",
+                request_bytes=len(body),
+                exception=exc,
+            )
+        if isinstance(parsed, RenderOutcome):
+            return parsed
+        outcome = self.render_job(parsed)
+        outcome.request_bytes = len(body)
+        return outcome
+
+    def render_job(self, job: Job) -> RenderOutcome:
+        """Render an already validated job. Never raises."""
+        started = time.perf_counter()
+        try:
+            masked: dict[str, int] = {}
+            if self.masker is not None:
+                job, masked = self.masker.mask_job(job)
+            spec = FAMILIES[job.kind]
+            result = spec.build(job, self.context)
+            messages = self.contributors.apply(job, result.messages)
+        except Exception as exc:
+            return error_reply(
+                ErrorCode.INTERNAL,
+                f"internal error while rendering: {type(exc).__name__}",
+                job_id=job.job_id,
+                kind=job.kind.value,
+                exception=exc,
+            )
+        elapsed = time.perf_counter() - started
+        prompt_chars = sum(len(m["content"]) for m in messages)
+        meta: dict[str, Any] = {
+            "template_version": spec.template_version,
+            "family": spec.name,
+            "worker_version": self.worker_version,
+            "render_ms": round(elapsed * 1000, 3),
+            "prompt_chars": prompt_chars,
+            "masked": masked,
+            "warnings": result.warnings,
+        }
+        if result.meta:
+            meta.update(result.meta)
+        reply = {
+            "job_id": job.job_id,
+            "status": "ok",
+            "kind": job.kind.value,
+            "messages": messages,
+            "meta": meta,
+        }
+        return RenderOutcome(
+            body=orjson.dumps(reply),
+            status="ok",
+            job_id=job.job_id,
+            kind=job.kind.value,
+            prompt_chars=prompt_chars,
+            render_seconds=elapsed,
+            masked=masked,
+            messages=messages,
+        )
+
+
+def kinds() -> list[Kind]:
+    return list(FAMILIES)
