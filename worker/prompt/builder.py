@@ -1,0 +1,206 @@
+"""Entry points of the seed-000 (TARSy) family: one message list per kind.
+
+Mirrors the seed's `PromptBuilder`: ReAct, native-thinking and synthesis messages,
+the forced-conclusion prompt, MCP summarization and executive-summary prompts.
+"""
+
+from schemas.job import Chat, Job, Kind, Stage, Strategy
+from worker.context.investigation_formatter import format_investigation_context
+from worker.context.stage_formatter import format_stage_context
+from worker.family import BuildResult, Family, Messages, RenderContext, template_version
+from worker.prompt.chat import build_chat_user_message
+from worker.prompt.components import (
+    format_alert_section,
+    format_chain_context,
+    format_previous_attempt,
+    format_runbook_section,
+)
+from worker.prompt.instructions import (
+    compose_chat_instructions,
+    compose_investigation_instructions,
+)
+from worker.prompt.templates import (
+    ALL_TEMPLATES,
+    ANALYSIS_TASK,
+    EXECUTIVE_SUMMARY_SYSTEM_PROMPT,
+    EXECUTIVE_SUMMARY_USER_TEMPLATE,
+    FOCUS_LINE,
+    FORCED_CONCLUSION_TEMPLATE,
+    MCP_SUMMARIZATION_SYSTEM_TEMPLATE,
+    MCP_SUMMARIZATION_USER_TEMPLATE,
+    NATIVE_THINKING_FORCED_CONCLUSION_FORMAT,
+    REACT_FORCED_CONCLUSION_FORMAT,
+    REACT_FORMAT_INSTRUCTIONS,
+    SYNTHESIS_SYSTEM_TASK,
+    SYNTHESIS_TASK,
+)
+from worker.prompt.tools import available_tools_preamble
+
+
+def previous_stage_context(stage: Stage) -> str:
+    """The stage's pre-formatted context, or its events through the stage formatter."""
+    if stage.previous_stage_context is not None:
+        return stage.previous_stage_context
+    if stage.previous_stage_events is not None:
+        return format_stage_context(stage.previous_stage_events)
+    return ""
+
+
+def investigation_context(chat: Chat) -> str:
+    if chat.investigation_events is not None:
+        return format_investigation_context(chat.investigation_events)
+    return chat.investigation_context or ""
+
+
+def _context_sections(job: Job, alert_type: str) -> str:
+    """Alert, runbook, chain context and (on a rerun) the previous attempt."""
+    session, stage = job.session, job.stage
+    text = (
+        format_alert_section(alert_type, session.alert_data)
+        + "\n"
+        + format_runbook_section(session.runbook_content)
+        + "\n"
+        + format_chain_context(previous_stage_context(stage))
+        + "\n"
+    )
+    if stage.previous_attempt is not None:
+        text += format_previous_attempt(stage.previous_attempt) + "\n"
+    return text
+
+
+def build_investigation_user_message(job: Job, with_tools: bool) -> str:
+    tools = available_tools_preamble(job.tools) if with_tools else ""
+    return tools + _context_sections(job, job.session.alert_type) + ANALYSIS_TASK
+
+
+def build_synthesis_user_message(job: Job) -> str:
+    # The seed passes an empty alert type to the synthesis alert section.
+    return (
+        "Synthesize the investigation results and provide recommendations.\n\n"
+        + _context_sections(job, "")
+        + SYNTHESIS_TASK
+    )
+
+
+def build_react_messages(job: Job, ctx: RenderContext) -> Messages:
+    stage = job.stage
+    compose = compose_chat_instructions if job.chat is not None else compose_investigation_instructions
+    composed = compose(ctx.registry, stage.mcp_servers, stage.custom_instructions)
+    system = f"{composed}\n\n{REACT_FORMAT_INSTRUCTIONS}\n\n{FOCUS_LINE}"
+    if job.chat is not None:
+        user = build_chat_user_message(job.chat, investigation_context(job.chat), job.tools)
+    else:
+        user = build_investigation_user_message(job, with_tools=True)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def build_native_thinking_messages(job: Job, ctx: RenderContext) -> Messages:
+    # No format instructions and no tool text: tools travel as native function declarations.
+    stage = job.stage
+    compose = compose_chat_instructions if job.chat is not None else compose_investigation_instructions
+    composed = compose(ctx.registry, stage.mcp_servers, stage.custom_instructions)
+    system = f"{composed}\n\n{FOCUS_LINE}"
+    if job.chat is not None:
+        user = build_chat_user_message(job.chat, investigation_context(job.chat), ())
+    else:
+        user = build_investigation_user_message(job, with_tools=False)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def build_synthesis_messages(job: Job, ctx: RenderContext) -> Messages:
+    stage = job.stage
+    composed = compose_investigation_instructions(
+        ctx.registry, stage.mcp_servers, stage.custom_instructions
+    )
+    system = f"{composed}\n\n{SYNTHESIS_SYSTEM_TASK}\n\n{FOCUS_LINE}"
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": build_synthesis_user_message(job)},
+    ]
+
+
+def build_forced_conclusion_prompt(iteration: int, strategy: Strategy) -> str:
+    instructions = (
+        REACT_FORCED_CONCLUSION_FORMAT
+        if strategy is Strategy.REACT
+        else NATIVE_THINKING_FORCED_CONCLUSION_FORMAT
+    )
+    return FORCED_CONCLUSION_TEMPLATE % (iteration, instructions)
+
+
+def build_mcp_summarization_system_prompt(
+    server_name: str, tool_name: str, max_summary_tokens: int
+) -> str:
+    return MCP_SUMMARIZATION_SYSTEM_TEMPLATE % (server_name, tool_name, max_summary_tokens)
+
+
+def build_mcp_summarization_user_prompt(
+    conversation_context: str, server_name: str, tool_name: str, result_text: str
+) -> str:
+    return MCP_SUMMARIZATION_USER_TEMPLATE % (
+        conversation_context,
+        server_name,
+        tool_name,
+        result_text,
+    )
+
+
+def build_executive_summary_user_prompt(final_analysis: str) -> str:
+    return EXECUTIVE_SUMMARY_USER_TEMPLATE % (final_analysis,)
+
+
+def build(job: Job, ctx: RenderContext) -> BuildResult:
+    kind = job.kind
+    messages: Messages
+    if kind is Kind.REACT:
+        messages = build_react_messages(job, ctx)
+    elif kind is Kind.NATIVE_THINKING:
+        messages = build_native_thinking_messages(job, ctx)
+    elif kind is Kind.SYNTHESIS:
+        messages = build_synthesis_messages(job, ctx)
+    elif kind is Kind.FORCED_CONCLUSION:
+        assert job.forced_conclusion is not None  # guaranteed by kind_rule_violations
+        payload = job.forced_conclusion
+        messages = [
+            {
+                "role": "user",
+                "content": build_forced_conclusion_prompt(payload.iteration, payload.strategy),
+            }
+        ]
+    elif kind is Kind.MCP_SUMMARIZATION:
+        assert job.mcp_summarization is not None
+        summary = job.mcp_summarization
+        messages = [
+            {
+                "role": "system",
+                "content": build_mcp_summarization_system_prompt(
+                    summary.server_name, summary.tool_name, summary.max_summary_tokens
+                ),
+            },
+            {
+                "role": "user",
+                "content": build_mcp_summarization_user_prompt(
+                    summary.conversation_context,
+                    summary.server_name,
+                    summary.tool_name,
+                    summary.result_text,
+                ),
+            },
+        ]
+    elif kind is Kind.EXECUTIVE_SUMMARY:
+        assert job.executive_summary is not None
+        messages = [
+            {"role": "system", "content": EXECUTIVE_SUMMARY_SYSTEM_PROMPT},
+            {
+                "role": "user",
+                "content": build_executive_summary_user_prompt(
+                    job.executive_summary.final_analysis
+                ),
+            },
+        ]
+    else:
+        raise ValueError(f"kind {kind.value!r} is not built by the tarsy family")
+    return BuildResult(messages)
+
+
+FAMILY = Family("tarsy", template_version("tarsy", ALL_TEMPLATES), build)

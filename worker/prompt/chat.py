@@ -1,0 +1,53 @@
+"""Chat follow-up prompts (seed `chat.go`, with deviation D2 for tool messages)."""
+
+from collections.abc import Sequence
+
+from schemas.job import Chat, ChatExchange, Tool
+from worker.prompt.templates import SEPARATOR
+from worker.prompt.tools import available_tools_preamble
+
+# Role -> heading of a history message. `system` is absent: the seed drops it.
+# `tool` is deviation D2 (SPEC.md §5): the seed dropped it silently.
+_HISTORY_HEADINGS = {
+    "assistant": "**ASSISTANT:**\n",
+    "user": "**Observation:**\n\n",
+    "tool": "**Observation (tool):**\n\n",
+}
+
+
+def format_chat_history(exchanges: Sequence[ChatExchange]) -> str:
+    if not exchanges:
+        return ""
+    count = len(exchanges)
+    parts = [
+        f"\n{SEPARATOR}\n💬 CHAT HISTORY ({count} previous exchange{'' if count == 1 else 's'})\n"
+        f"{SEPARATOR}\n\n"
+    ]
+    for number, exchange in enumerate(exchanges, start=1):
+        parts.append(f"## Exchange {number}\n\n**USER:**\n{exchange.user_question}\n\n")
+        for message in exchange.messages:
+            heading = _HISTORY_HEADINGS.get(message.role)
+            if heading is not None:
+                parts.append(f"{heading}{message.content}\n\n")
+    return "".join(parts)
+
+
+def format_current_task(user_question: str) -> str:
+    return (
+        f"\n{SEPARATOR}\n🎯 CURRENT TASK\n{SEPARATOR}\n\n"
+        f"**Question:** {user_question}\n\n"
+        "**Your Task:**\n"
+        "Answer the user's question based on the investigation context above.\n"
+        "- Reference investigation history when relevant\n"
+        "- Use tools to get fresh data if needed\n"
+        "- Provide clear, actionable responses\n\n"
+        "Begin your response:\n"
+    )
+
+
+def build_chat_user_message(chat: Chat, investigation_context: str, tools: Sequence[Tool]) -> str:
+    """Tools (ReAct only) + investigation context + history + the current question."""
+    message = available_tools_preamble(tools) + investigation_context
+    if chat.history:
+        message += "\n" + format_chat_history(chat.history)
+    return message + format_current_task(chat.user_question)

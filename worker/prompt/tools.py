@@ -1,0 +1,84 @@
+"""Tool descriptions for ReAct prompts (seed `tools.go`, with deviation D1).
+
+D1 (SPEC.md §5): `default:` renders a string as-is and anything else as compact JSON;
+`choices:` renders every value as compact JSON. Compact JSON is Python's `json.dumps`
+with `separators=(",", ":")`, `sort_keys=True`, `ensure_ascii=False`, which is the
+definition the conformance vectors were made with (orjson formats floats differently).
+"""
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from schemas.job import Tool
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def extract_parameters(schema: dict[str, Any] | None) -> list[str]:
+    """One line per property, sorted by name, as the seed's `extractParameters`."""
+    if not schema:
+        return []
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return []
+    required_list = schema.get("required")
+    required = (
+        {r for r in required_list if isinstance(r, str)}
+        if isinstance(required_list, list)
+        else set()
+    )
+    params = []
+    # Sorted for deterministic output (the seed's Q8 decision); code-point order equals
+    # Go's byte order for UTF-8 strings.
+    for name in sorted(properties):
+        prop = properties[name]
+        if not isinstance(prop, dict):
+            continue
+        line = name + (" (required" if name in required else " (optional")
+        prop_type = prop.get("type")
+        if isinstance(prop_type, str):
+            line += ", " + prop_type
+        line += ")"
+        description = prop.get("description")
+        if isinstance(description, str) and description:
+            line += ": " + description
+        hints = []
+        if "default" in prop:
+            default = prop["default"]
+            hints.append("default: " + (default if isinstance(default, str) else compact_json(default)))
+        enum = prop.get("enum")
+        if isinstance(enum, list):
+            hints.append("choices: [" + ", ".join(compact_json(v) for v in enum) + "]")
+        if hints:
+            line += " [" + "; ".join(hints) + "]"
+        params.append(line)
+    return params
+
+
+def format_tool_descriptions(tools: Sequence[Tool]) -> str:
+    if not tools:
+        return "No tools available."
+    blocks = []
+    for index, tool in enumerate(tools, start=1):
+        block = f"{index}. **{tool.name}**: {tool.description}\n"
+        params = extract_parameters(tool.input_schema)
+        if params:
+            block += "    **Parameters**:\n" + "".join(f"    - {p}\n" for p in params)
+        else:
+            block += "    **Parameters**: None\n"
+        blocks.append(block)
+    # Blank line between tools, not after the last one.
+    return "\n".join(blocks)
+
+
+def available_tools_preamble(tools: Sequence[Tool]) -> str:
+    """The ReAct tool section that opens investigation and chat user messages."""
+    if not tools:
+        return ""
+    return (
+        "Answer the following question using the available tools.\n\n"
+        f"Available tools:\n\n{format_tool_descriptions(tools)}\n\n"
+    )
