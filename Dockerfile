@@ -1,0 +1,53 @@
+# syntax=docker/dockerfile:1
+# The build-prompt worker image: `docker build -t build-prompt-worker .`
+#
+# Two stages: the build stage turns the source into a wheel and installs it with its
+# runtime dependencies into a virtualenv (scripts/install-runtime.sh, the same script CI
+# runs); the final stage is a clean slim Python with only that virtualenv, no compiler,
+# no pip cache, no test tools, running as an unprivileged user.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+WORKDIR /src
+COPY scripts/install-runtime.sh scripts/install-runtime.sh
+COPY pyproject.toml README.md ./
+COPY schemas/ schemas/
+COPY worker/ worker/
+RUN scripts/install-runtime.sh /opt/prompt-worker
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="build-prompt-worker" \
+      org.opencontainers.image.description="RabbitMQ worker that renders incident-investigation jobs into LLM message lists" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
+# A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it without a passwd lookup.
+RUN groupadd --system --gid 10001 prompt-worker \
+ && useradd --system --uid 10001 --gid prompt-worker --no-create-home \
+            --home-dir /nonexistent --shell /usr/sbin/nologin prompt-worker
+
+COPY --from=build /opt/prompt-worker /opt/prompt-worker
+# Default configuration (empty MCP registry, built-in masking); mount your own over it:
+# docker run -v ./worker.yaml:/etc/prompt-worker/worker.yaml:ro ... (docs/OPERATIONS.md).
+COPY deploy/worker.yaml /etc/prompt-worker/worker.yaml
+
+ENV PATH="/opt/prompt-worker/bin:${PATH}" \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PROMPT_WORKER_CONFIG=/etc/prompt-worker/worker.yaml \
+    PROMPT_WORKER_HTTP_PORT=8080 \
+    PROMPT_WORKER_LOG_FORMAT=json
+
+USER 10001:10001
+EXPOSE 8080
+
+# Liveness of the process, not of the broker (that is /readyz). The slim image has no
+# curl: the venv's Python does the request; urlopen raises (exit 1) on any non-2xx.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('PROMPT_WORKER_HTTP_PORT', '8080') + '/healthz', timeout=4)"]
+
+# SIGTERM starts the worker's drain (stop consuming, finish in-flight jobs, then exit);
+# the exec form makes prompt-worker PID 1 so it receives the signal itself.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["prompt-worker", "serve"]
+CMD []

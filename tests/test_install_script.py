@@ -1,0 +1,57 @@
+"""scripts/install-runtime.sh — the install steps the Dockerfile's build stage runs.
+
+Running it here into a fresh venv is how CI proves the image's install works without a
+Docker engine: the wheel builds from the files the Dockerfile copies, and the installed
+command starts with runtime dependencies only.
+"""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "install-runtime.sh"
+
+
+@pytest.mark.timeout(600)
+def test_script_installs_a_working_prompt_worker_into_a_fresh_venv(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    result = subprocess.run(
+        ["bash", str(SCRIPT), str(venv), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=570,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    version = subprocess.run(
+        [str(venv / "bin" / "prompt-worker"), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert version.stdout.startswith("prompt-worker ")
+    assert "unknown" not in version.stdout  # the version comes from installed metadata
+
+    installed = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.lower()
+    assert "build-prompt-worker==" in installed
+    # Test and lint tools must never reach the runtime image.
+    for dev_only in ("pytest", "mypy", "ruff", "hypothesis", "kubernetes-validate"):
+        assert f"{dev_only}==" not in installed, dev_only
+
+
+def test_script_refuses_wrong_usage() -> None:
+    result = subprocess.run(
+        ["bash", str(SCRIPT)], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 2
+    assert "usage" in result.stderr
