@@ -11,11 +11,14 @@ they never reshape what is rendered.
 from typing import Annotated, Any, NotRequired
 
 from pydantic import (
+    ConfigDict,
     Discriminator,
     Field,
     Tag,
     ValidatorFunctionWrapHandler,
+    WithJsonSchema,
     WrapValidator,
+    with_config,
 )
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
@@ -37,6 +40,11 @@ class LegacyToolSchema(TypedDict):
     properties: NotRequired[dict[str, LegacyToolProperty]]
 
 
+@with_config(
+    ConfigDict(
+        strict=True, json_schema_extra={"anyOf": [{"required": ["name"]}, {"required": ["tool"]}]}
+    )
+)
 class LegacyToolShape(TypedDict):
     server: NotRequired[str]
     name: NotRequired[str]
@@ -73,7 +81,8 @@ def _server_data_kind(value: Any) -> str:
 
 # A list holds per-call records (read with `.get`); anything else is printed as data.
 ServerData = Annotated[
-    Annotated[list[McpCallRecord], Tag("calls")] | Annotated[Any, Tag("data")],
+    Annotated[list[McpCallRecord], Tag("calls")]
+    | Annotated[Any, Tag("data"), WithJsonSchema({"not": {"type": "array"}})],
     Discriminator(_server_data_kind),
 ]
 
