@@ -98,6 +98,17 @@ class IterationRecord(TypedDict):
     partial_analysis: NotRequired[Any]
 
 
+def _history_entry_kind(value: Any) -> str:
+    return "lines" if isinstance(value, list) else "line"
+
+
+# Tagged so that a bad entry gets one error at its own path, not one per alternative.
+ReactHistoryEntry = Annotated[
+    Annotated[str, Tag("line")] | Annotated[list[str], Tag("lines")],
+    Discriminator(_history_entry_kind),
+]
+
+
 class LegacyPayload(WireModel):
     """The seed's `PromptContext`, as one object (SPEC.md §8, payload `legacy`)."""
 
@@ -109,7 +120,7 @@ class LegacyPayload(WireModel):
     tools: list[LegacyTool] = Field(
         default_factory=list, description="`available_tools` is {'tools': tools}."
     )
-    react_history: list[str | list[str]] | None = Field(
+    react_history: list[ReactHistoryEntry] | None = Field(
         None, description="Lines, or lists of lines; empty means no history."
     )
     stage_name: str | None = ""
