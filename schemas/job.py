@@ -134,7 +134,7 @@ class Strategy(StrEnum):
 
 class ForcedConclusion(WireModel):
     iteration: PositiveInt
-    strategy: Strategy = Strategy.REACT
+    strategy: Strategy = Field(Strategy.REACT, strict=False)
 
     @field_validator("strategy", mode="before")
     @classmethod
@@ -158,7 +158,9 @@ class Job(WireModel):
     """One build-prompt request."""
 
     job_id: NonEmptyStr
-    kind: Kind
+    # Enum fields are lax so that python-mode validation (the worker parses with orjson
+    # first) accepts their string values; every other field stays strict.
+    kind: Kind = Field(strict=False)
     session: Session = Field(default_factory=Session)
     stage: Stage = Field(default_factory=Stage)
     tools: list[Tool] = Field(
@@ -208,7 +210,11 @@ def kind_rule_violations(job: Job) -> list[dict[str, str]]:
 
     if job.chat is not None:
         if kind not in CHAT_KINDS:
-            bad("chat", "payload_kind_mismatch", "'chat' is only valid with kind react or native_thinking")
+            bad(
+                "chat",
+                "payload_kind_mismatch",
+                "'chat' is only valid with kind react or native_thinking",
+            )
         if job.chat.investigation_context is not None and job.chat.investigation_events is not None:
             bad(
                 "chat.investigation_events",

@@ -59,7 +59,9 @@ def parse_config(data: Any, source: str = "<config>") -> WorkerConfig:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+        raise ConfigError(
+            f"{source}: expected a mapping at the top level, got {type(data).__name__}"
+        )
     try:
         config = WorkerConfig.model_validate(data)
     except ValidationError as exc:

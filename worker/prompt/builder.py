@@ -84,7 +84,9 @@ def build_synthesis_user_message(job: Job) -> str:
 
 def build_react_messages(job: Job, ctx: RenderContext) -> Messages:
     stage = job.stage
-    compose = compose_chat_instructions if job.chat is not None else compose_investigation_instructions
+    compose = (
+        compose_chat_instructions if job.chat is not None else compose_investigation_instructions
+    )
     composed = compose(ctx.registry, stage.mcp_servers, stage.custom_instructions)
     system = f"{composed}\n\n{REACT_FORMAT_INSTRUCTIONS}\n\n{FOCUS_LINE}"
     if job.chat is not None:
@@ -97,7 +99,9 @@ def build_react_messages(job: Job, ctx: RenderContext) -> Messages:
 def build_native_thinking_messages(job: Job, ctx: RenderContext) -> Messages:
     # No format instructions and no tool text: tools travel as native function declarations.
     stage = job.stage
-    compose = compose_chat_instructions if job.chat is not None else compose_investigation_instructions
+    compose = (
+        compose_chat_instructions if job.chat is not None else compose_investigation_instructions
+    )
     composed = compose(ctx.registry, stage.mcp_servers, stage.custom_instructions)
     system = f"{composed}\n\n{FOCUS_LINE}"
     if job.chat is not None:

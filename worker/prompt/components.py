@@ -12,7 +12,9 @@ def format_alert_section(alert_type: str, alert_data: str) -> str:
         head += f"### Alert Metadata\n**Alert Type:** {alert_type}\n\n"
     if not alert_data:
         return head + "### Alert Data\nNo additional alert data provided.\n"
-    return f"{head}### Alert Data\n<!-- ALERT_DATA_START -->\n{alert_data}\n<!-- ALERT_DATA_END -->\n"
+    return (
+        f"{head}### Alert Data\n<!-- ALERT_DATA_START -->\n{alert_data}\n<!-- ALERT_DATA_END -->\n"
+    )
 
 
 def format_runbook_section(runbook_content: str) -> str:

@@ -148,7 +148,9 @@ Final Answer: [your complete structured conclusion]
 
 The "Final Answer:" marker is required for proper parsing. Begin your conclusion now."""
 
-NATIVE_THINKING_FORCED_CONCLUSION_FORMAT = 'Provide a clear, structured conclusion that directly addresses the investigation question.'
+NATIVE_THINKING_FORCED_CONCLUSION_FORMAT = (
+    "Provide a clear, structured conclusion that directly addresses the investigation question."
+)
 
 MCP_SUMMARIZATION_SYSTEM_TEMPLATE = """You are an expert at summarizing technical output from system administration and monitoring tools for ongoing incident investigation.
 
@@ -195,7 +197,7 @@ Based on the investigation context above, provide a concise summary of the tool 
 
 CRITICAL INSTRUCTION: Return ONLY the summary text. Do NOT include "Final Answer:", "Thought:", "Action:", or any other formatting."""
 
-EXECUTIVE_SUMMARY_SYSTEM_PROMPT = 'You are an expert Site Reliability Engineer assistant that creates concise 1-4 line executive summaries of incident analyses for alert notifications. Focus on clarity, brevity, and actionable information.'
+EXECUTIVE_SUMMARY_SYSTEM_PROMPT = "You are an expert Site Reliability Engineer assistant that creates concise 1-4 line executive summaries of incident analyses for alert notifications. Focus on clarity, brevity, and actionable information."
 
 EXECUTIVE_SUMMARY_USER_TEMPLATE = """Generate a 1-4 line executive summary of this incident analysis.
 
@@ -213,7 +215,7 @@ Analysis to summarize:
 
 Executive Summary (1-4 lines, facts only):"""
 
-SEPARATOR = '═══════════════════════════════════════════════════════════════════════════════'
+SEPARATOR = "═══════════════════════════════════════════════════════════════════════════════"
 
 
 FOCUS_LINE = "Focus on investigation and providing recommendations for human operators to execute."

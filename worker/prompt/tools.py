@@ -10,11 +10,29 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from schemas.job import Tool
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+# The C string encoder `json` itself uses for ensure_ascii=False.
+_encode_str = json.encoder.encode_basestring
 
 
 def compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    # Scalars are nearly all hint values; encoding them directly avoids the encoder's
+    # per-call set-up, which dominated tool formatting. Output is identical to json.dumps.
+    if isinstance(value, str):
+        return _encode_str(value)
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    if type(value) is int:
+        return int.__repr__(value)
+    return _ENCODER.encode(value)
 
 
 def extract_parameters(schema: dict[str, Any] | None) -> list[str]:
@@ -48,7 +66,9 @@ def extract_parameters(schema: dict[str, Any] | None) -> list[str]:
         hints = []
         if "default" in prop:
             default = prop["default"]
-            hints.append("default: " + (default if isinstance(default, str) else compact_json(default)))
+            hints.append(
+                "default: " + (default if isinstance(default, str) else compact_json(default))
+            )
         enum = prop.get("enum")
         if isinstance(enum, list):
             hints.append("choices: [" + ", ".join(compact_json(v) for v in enum) + "]")
@@ -58,20 +78,43 @@ def extract_parameters(schema: dict[str, Any] | None) -> list[str]:
     return params
 
 
+def format_tool_block(tool: Tool) -> str:
+    """A tool's description without its list number: `**name**: description` + parameters."""
+    block = f"**{tool.name}**: {tool.description}\n"
+    params = extract_parameters(tool.input_schema)
+    if params:
+        return block + "    **Parameters**:\n" + "".join(f"    - {p}\n" for p in params)
+    return block + "    **Parameters**: None\n"
+
+
+# Producers send the same tool catalogues job after job, and turning a schema into text
+# costs far more than serialising it to a key, so blocks are memoised. Bounded: cleared
+# when full, which costs one re-format per distinct tool.
+_BLOCK_CACHE: dict[tuple[str, str, bytes], str] = {}
+_BLOCK_CACHE_MAX = 4096
+
+
+def _cached_tool_block(tool: Tool) -> str:
+    try:
+        key = (tool.name, tool.description, orjson.dumps(tool.input_schema))
+    except TypeError:  # e.g. an integer beyond 64 bits, which orjson cannot serialise
+        return format_tool_block(tool)
+    block = _BLOCK_CACHE.get(key)
+    if block is None:
+        block = format_tool_block(tool)
+        if len(_BLOCK_CACHE) >= _BLOCK_CACHE_MAX:
+            _BLOCK_CACHE.clear()
+        _BLOCK_CACHE[key] = block
+    return block
+
+
 def format_tool_descriptions(tools: Sequence[Tool]) -> str:
     if not tools:
         return "No tools available."
-    blocks = []
-    for index, tool in enumerate(tools, start=1):
-        block = f"{index}. **{tool.name}**: {tool.description}\n"
-        params = extract_parameters(tool.input_schema)
-        if params:
-            block += "    **Parameters**:\n" + "".join(f"    - {p}\n" for p in params)
-        else:
-            block += "    **Parameters**: None\n"
-        blocks.append(block)
     # Blank line between tools, not after the last one.
-    return "\n".join(blocks)
+    return "\n".join(
+        f"{index}. {_cached_tool_block(tool)}" for index, tool in enumerate(tools, start=1)
+    )
 
 
 def available_tools_preamble(tools: Sequence[Tool]) -> str:

@@ -1,0 +1,241 @@
+"""The job contract (SPEC.md §2-3): what is accepted, and how rejections are reported."""
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+
+from worker.render import Renderer
+
+
+def render(renderer: Renderer, job: Any) -> dict[str, Any]:
+    body = job if isinstance(job, bytes) else json.dumps(job).encode()
+    reply: dict[str, Any] = orjson.loads(renderer.render(body).body)
+    return reply
+
+
+def fields(reply: dict[str, Any]) -> set[str]:
+    return {d["field"] for d in reply["error"]["details"]}
+
+
+def react(**extra: Any) -> dict[str, Any]:
+    return {"job_id": "j-1", "kind": "react", "session": {"alert_data": "x"}, **extra}
+
+
+def test_minimal_react_job_renders(renderer: Renderer) -> None:
+    reply = render(renderer, {"job_id": "j", "kind": "react"})
+    assert reply["status"] == "ok"
+    assert [m["role"] for m in reply["messages"]] == ["system", "user"]
+
+
+@pytest.mark.parametrize(
+    ("alias", "canonical"),
+    [("native-thinking", "native_thinking"), ("synthesis-native-thinking", "synthesis")],
+)
+def test_tarsy_kind_spellings_are_aliases(renderer: Renderer, alias: str, canonical: str) -> None:
+    via_alias = render(renderer, {"job_id": "j", "kind": alias, "session": {"alert_data": "a"}})
+    direct = render(renderer, {"job_id": "j", "kind": canonical, "session": {"alert_data": "a"}})
+    assert via_alias["status"] == "ok"
+    assert via_alias["kind"] == canonical
+    assert via_alias["messages"] == direct["messages"]
+
+
+def test_unknown_fields_are_ignored(renderer: Renderer) -> None:
+    plain = render(renderer, react())
+    extended = render(
+        renderer,
+        react(future_field={"a": 1}, session={"alert_data": "x", "severity": "critical"}),
+    )
+    assert extended["status"] == "ok"
+    assert extended["messages"] == plain["messages"]
+
+
+def test_unreadable_bytes_are_invalid_json_with_null_job_id(renderer: Renderer) -> None:
+    reply = render(renderer, b'{"job_id": "j", "kind": ')
+    assert reply["status"] == "error"
+    assert reply["job_id"] is None
+    assert reply["error"]["code"] == "invalid_json"
+    assert "not valid JSON" in reply["error"]["message"]
+
+
+@pytest.mark.parametrize("body", [b"\xff\xfe\x00", b"NaN", b"", b"{'single': 1}"])
+def test_non_json_bodies_are_invalid_json(renderer: Renderer, body: bytes) -> None:
+    assert render(renderer, body)["error"]["code"] == "invalid_json"
+
+
+def test_integers_beyond_64_bits_are_read_as_floats_like_go_does(renderer: Renderer) -> None:
+    schema = {"properties": {"n": {"type": "integer", "default": 2**70}}}
+    job = react(tools=[{"name": "t", "description": "d", "input_schema": schema}])
+    reply = render(renderer, job)
+    assert reply["status"] == "ok"
+    assert f"[default: {float(2**70)!r}]" in reply["messages"][1]["content"]
+
+
+def test_lone_surrogates_are_invalid_json(renderer: Renderer) -> None:
+    reply = render(
+        renderer, b'{"job_id": "j", "kind": "react", "session": {"alert_data": "\\ud800"}}'
+    )
+    assert reply["error"]["code"] == "invalid_json"
+
+
+@pytest.mark.parametrize("body", [[1, 2], "a string", 3, None])
+def test_json_that_is_not_an_object_is_invalid_job(renderer: Renderer, body: Any) -> None:
+    reply = render(renderer, body)
+    assert reply["error"]["code"] == "invalid_job"
+    assert reply["job_id"] is None
+
+
+def test_each_offending_field_is_named(renderer: Renderer) -> None:
+    reply = render(
+        renderer,
+        {
+            "job_id": "",
+            "kind": "react",
+            "session": {"alert_data": 42},
+            "stage": {"mcp_servers": ["ok", 7]},
+            "tools": [{"description": "no name"}],
+        },
+    )
+    assert reply["error"]["code"] == "invalid_job"
+    assert fields(reply) == {
+        "job_id",
+        "session.alert_data",
+        "stage.mcp_servers.1",
+        "tools.0.name",
+    }
+    for detail in reply["error"]["details"]:
+        assert detail["type"] and detail["message"]
+
+
+def test_job_id_is_echoed_when_readable(renderer: Renderer) -> None:
+    reply = render(renderer, {"job_id": "j-77", "kind": "bogus"})
+    assert reply["job_id"] == "j-77"
+    assert fields(reply) == {"kind"}
+
+
+def test_missing_job_id_and_kind(renderer: Renderer) -> None:
+    reply = render(renderer, {})
+    assert fields(reply) == {"job_id", "kind"}
+
+
+@pytest.mark.parametrize("kind", ["forced_conclusion", "mcp_summarization", "executive_summary"])
+def test_payload_named_after_the_kind_is_required(renderer: Renderer, kind: str) -> None:
+    reply = render(renderer, {"job_id": "j", "kind": kind})
+    assert reply["error"]["code"] == "invalid_job"
+    assert fields(reply) == {kind}
+    assert reply["kind"] == kind
+
+
+def test_payload_of_another_kind_is_rejected(renderer: Renderer) -> None:
+    reply = render(renderer, react(executive_summary={"final_analysis": "x"}))
+    assert fields(reply) == {"executive_summary"}
+
+
+@pytest.mark.parametrize("kind", ["synthesis", "forced_conclusion"])
+def test_chat_only_with_react_or_native_thinking(renderer: Renderer, kind: str) -> None:
+    job: dict[str, Any] = {"job_id": "j", "kind": kind, "chat": {"user_question": "why?"}}
+    if kind == "forced_conclusion":
+        job["forced_conclusion"] = {"iteration": 1}
+    reply = render(renderer, job)
+    assert "chat" in fields(reply)
+
+
+def test_chat_needs_a_non_empty_question(renderer: Renderer) -> None:
+    reply = render(renderer, react(chat={"user_question": ""}))
+    assert fields(reply) == {"chat.user_question"}
+    reply = render(renderer, react(chat={}))
+    assert fields(reply) == {"chat.user_question"}
+
+
+def test_at_most_one_previous_stage_source(renderer: Renderer) -> None:
+    stage = {"previous_stage_context": "ctx", "previous_stage_events": []}
+    reply = render(renderer, react(stage=stage))
+    assert fields(reply) == {"stage.previous_stage_events"}
+
+
+def test_at_most_one_investigation_source(renderer: Renderer) -> None:
+    chat = {"user_question": "q", "investigation_context": "c", "investigation_events": []}
+    reply = render(renderer, react(chat=chat))
+    assert fields(reply) == {"chat.investigation_events"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload", "field"),
+    [
+        ("forced_conclusion", {"iteration": 0}, "forced_conclusion.iteration"),
+        ("forced_conclusion", {"iteration": -3}, "forced_conclusion.iteration"),
+        ("forced_conclusion", {"iteration": "3"}, "forced_conclusion.iteration"),
+        ("forced_conclusion", {"iteration": 2, "strategy": "plan"}, "forced_conclusion.strategy"),
+        ("mcp_summarization", {"max_summary_tokens": 0}, "mcp_summarization.max_summary_tokens"),
+        ("mcp_summarization", {}, "mcp_summarization.max_summary_tokens"),
+    ],
+)
+def test_positive_numbers_and_enums(
+    renderer: Renderer, kind: str, payload: dict[str, Any], field: str
+) -> None:
+    reply = render(renderer, {"job_id": "j", "kind": kind, kind: payload})
+    assert fields(reply) == {field}
+
+
+def test_forced_conclusion_accepts_tarsy_strategy_spelling(renderer: Renderer) -> None:
+    job = {"job_id": "j", "kind": "forced_conclusion"}
+    dashed = render(
+        renderer, {**job, "forced_conclusion": {"iteration": 3, "strategy": "native-thinking"}}
+    )
+    underscored = render(
+        renderer, {**job, "forced_conclusion": {"iteration": 3, "strategy": "native_thinking"}}
+    )
+    assert dashed["status"] == "ok"
+    assert dashed["messages"] == underscored["messages"]
+
+
+def test_history_role_must_be_known(renderer: Renderer) -> None:
+    chat = {
+        "user_question": "q",
+        "history": [{"user_question": "a", "messages": [{"role": "bot", "content": "x"}]}],
+    }
+    reply = render(renderer, react(chat=chat))
+    assert fields(reply) == {"chat.history.0.messages.0.role"}
+
+
+def test_rerun_context_is_not_for_chat(renderer: Renderer) -> None:
+    job = react(chat={"user_question": "q"}, stage={"previous_attempt": {"attempt_number": 2}})
+    assert fields(render(renderer, job)) == {"stage.previous_attempt"}
+
+
+def test_oversize_body_is_payload_too_large_without_parsing() -> None:
+    small = Renderer(max_message_bytes=100)
+    body = json.dumps(react(session={"alert_data": "x" * 200})).encode()
+    outcome = small.render(body)
+    assert outcome.error_code == "payload_too_large"
+    reply = orjson.loads(outcome.body)
+    assert "exceeds the limit of 100 bytes" in reply["error"]["message"]
+    assert outcome.request_bytes == len(body)
+
+
+def test_ok_reply_meta(renderer: Renderer) -> None:
+    reply = render(renderer, react())
+    meta = reply["meta"]
+    assert meta["family"] == "tarsy"
+    assert meta["template_version"].startswith("tarsy-")
+    assert meta["prompt_chars"] == sum(len(m["content"]) for m in reply["messages"])
+    assert meta["masked"] == {}
+    assert reply["job_id"] == "j-1"
+
+
+def test_a_builder_bug_is_an_internal_error_reply(
+    renderer: Renderer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from worker.prompt import builder
+
+    def explode(*_: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(builder, "build_react_messages", explode)
+    outcome = renderer.render(json.dumps(react()).encode())
+    assert outcome.error_code == "internal"
+    assert isinstance(outcome.exception, RuntimeError)
+    reply = orjson.loads(outcome.body)
+    assert reply["job_id"] == "j-1"
+    assert "RuntimeError" in reply["error"]["message"]

@@ -1,0 +1,123 @@
+"""Property tests: no input makes the renderer raise; every input gets a reply."""
+
+import json
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from worker.commands.render_cmd import iter_jobs
+from worker.render import Renderer
+
+RENDERER = Renderer()
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+KINDS = [
+    "react",
+    "native_thinking",
+    "synthesis",
+    "forced_conclusion",
+    "mcp_summarization",
+    "executive_summary",
+    "native-thinking",
+]
+
+# Job-shaped values reach deeper than arbitrary JSON does: known keys with arbitrary values.
+job_like = st.fixed_dictionaries(
+    {
+        "job_id": st.one_of(st.text(max_size=5), json_values),
+        "kind": st.one_of(st.sampled_from(KINDS), json_values),
+    },
+    optional={
+        "session": st.one_of(
+            st.fixed_dictionaries(
+                {}, optional={"alert_data": st.text(), "alert_type": json_values}
+            ),
+            json_values,
+        ),
+        "stage": st.one_of(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "mcp_servers": st.lists(st.text(max_size=5)),
+                    "previous_stage_events": json_values,
+                    "previous_attempt": json_values,
+                },
+            ),
+            json_values,
+        ),
+        "tools": st.lists(
+            st.fixed_dictionaries(
+                {"name": st.text(max_size=5)},
+                optional={
+                    "input_schema": st.dictionaries(
+                        st.sampled_from(["properties", "required", "type"]), json_values
+                    )
+                },
+            ),
+            max_size=3,
+        ),
+        "chat": st.one_of(
+            st.fixed_dictionaries(
+                {"user_question": st.text()},
+                optional={"history": json_values, "investigation_events": json_values},
+            ),
+            json_values,
+        ),
+        "forced_conclusion": st.fixed_dictionaries(
+            {"iteration": json_values}, optional={"strategy": json_values}
+        ),
+        "mcp_summarization": st.fixed_dictionaries(
+            {"max_summary_tokens": json_values}, optional={"result_text": json_values}
+        ),
+        "executive_summary": st.fixed_dictionaries({}, optional={"final_analysis": json_values}),
+    },
+)
+
+
+def assert_is_reply(outcome: Any) -> None:
+    reply = orjson.loads(outcome.body)
+    assert reply["status"] in {"ok", "error"}
+    if reply["status"] == "ok":
+        assert reply["messages"] and all(set(m) == {"role", "content"} for m in reply["messages"])
+    else:
+        assert reply["error"]["code"] in {"invalid_json", "invalid_job", "payload_too_large"}, reply
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(json_values)
+def test_arbitrary_json_never_raises(value: Any) -> None:
+    assert_is_reply(RENDERER.render(json.dumps(value).encode()))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(job_like)
+def test_job_shaped_values_never_raise(value: Any) -> None:
+    assert_is_reply(RENDERER.render(json.dumps(value).encode()))
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_never_raise(body: bytes) -> None:
+    assert_is_reply(RENDERER.render(body))
+
+
+@settings(max_examples=100)
+@given(st.lists(st.binary(max_size=60), max_size=6))
+def test_render_input_splitting_never_raises(lines: list[bytes]) -> None:
+    import io
+
+    for body in iter_jobs(io.BytesIO(b"\n".join(lines))):
+        assert_is_reply(RENDERER.render(body))

@@ -1,0 +1,146 @@
+"""`prompt-worker render` and `prompt-worker schema`, run as a user runs them."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schemas.json_schema import SCHEMA_FILES, render_schema
+from tests.conftest import BENCH_JOBS, CONFORMANCE, REPO, read_jsonl
+
+
+def prompt_worker(
+    *args: str, stdin: bytes = b"", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "worker", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def replies(stdout: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.decode().splitlines()]
+
+
+def test_renders_a_pretty_printed_job_file() -> None:
+    result = prompt_worker(
+        "render",
+        str(BENCH_JOBS / "typical_react_job.json"),
+        "--config",
+        str(BENCH_JOBS / "worker.yaml"),
+    )
+    assert result.returncode == 0, result.stderr
+    (reply,) = replies(result.stdout)
+    assert reply["status"] == "ok"
+    assert (
+        reply["job_id"] == json.loads((BENCH_JOBS / "typical_react_job.json").read_text())["job_id"]
+    )
+    assert "## kubernetes-server Instructions" in reply["messages"][0]["content"]
+
+
+def test_json_lines_from_stdin_in_order_with_a_bad_line() -> None:
+    cases = list(read_jsonl(CONFORMANCE / "cases.jsonl"))[:5]
+    lines = [json.dumps(c["job"]) for c in cases]
+    lines.insert(2, '{"job_id": "broken", "kind": ')
+    lines.insert(4, "")
+    stdin = ("\n".join(lines) + "\n").encode()
+    result = prompt_worker("render", "-", "--config", str(CONFORMANCE / "worker.yaml"), stdin=stdin)
+    assert result.returncode == 1
+    out = replies(result.stdout)
+    assert [r["status"] for r in out] == ["ok", "ok", "error", "ok", "ok", "ok"]
+    assert out[2]["error"]["code"] == "invalid_json"
+    ok = [r for r in out if r["status"] == "ok"]
+    assert [r["job_id"] for r in ok] == [c["job"]["job_id"] for c in cases]
+    assert [r["messages"] for r in ok] == [c["expected_messages"] for c in cases]
+
+
+def test_config_from_environment(tmp_path: Path) -> None:
+    job = {"job_id": "j", "kind": "react", "stage": {"mcp_servers": ["kubernetes-server"]}}
+    env = {"PROMPT_WORKER_CONFIG": str(CONFORMANCE / "worker.yaml"), "PATH": "/usr/bin:/bin"}
+    result = prompt_worker("render", stdin=json.dumps(job).encode(), env=env)
+    assert result.returncode == 0
+    assert (
+        "## kubernetes-server Instructions" in replies(result.stdout)[0]["messages"][0]["content"]
+    )
+
+
+def test_malformed_config_is_a_one_line_error(tmp_path: Path) -> None:
+    config = tmp_path / "worker.yaml"
+    config.write_text("mcp_servers:\n  k8s: [not, a, mapping]\n")
+    result = prompt_worker("render", "--config", str(config), stdin=b"{}")
+    assert result.returncode == 2
+    err = result.stderr.decode()
+    assert str(config) in err and "mcp_servers.k8s" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("mcp_servers: [\n", "not valid YAML"),
+        ("- a list\n", "expected a mapping"),
+        ("mcp_server: {}\n", "mcp_server"),
+    ],
+)
+def test_config_problems_are_named(tmp_path: Path, text: str, problem: str) -> None:
+    config = tmp_path / "worker.yaml"
+    config.write_text(text)
+    result = prompt_worker("render", "--config", str(config), stdin=b"{}")
+    assert result.returncode == 2
+    assert problem in result.stderr.decode()
+
+
+def test_missing_input_and_config_files() -> None:
+    assert prompt_worker("render", "/nonexistent/jobs.jsonl").returncode == 2
+    result = prompt_worker("render", "--config", "/nonexistent/worker.yaml")
+    assert result.returncode == 2
+    assert "no such file" in result.stderr.decode()
+
+
+def test_usage_errors_exit_2() -> None:
+    assert prompt_worker("render", "--bogus").returncode == 2
+    assert prompt_worker().returncode == 2
+
+
+def test_empty_input_renders_nothing() -> None:
+    result = prompt_worker("render", stdin=b"\n\n")
+    assert result.returncode == 0
+    assert result.stdout == b""
+
+
+@pytest.mark.parametrize("which", sorted(SCHEMA_FILES))
+def test_schema_command_prints_the_committed_schema(which: str) -> None:
+    result = prompt_worker("schema", which)
+    assert result.returncode == 0
+    committed = (REPO / "schemas" / SCHEMA_FILES[which]).read_text(encoding="utf-8")
+    assert result.stdout.decode() == committed
+
+
+@pytest.mark.parametrize("which", sorted(SCHEMA_FILES))
+def test_committed_json_schemas_are_not_stale(which: str) -> None:
+    committed = (REPO / "schemas" / SCHEMA_FILES[which]).read_text(encoding="utf-8")
+    assert committed == render_schema(which), (
+        f"schemas/{SCHEMA_FILES[which]} is stale: run `prompt-worker schema --write schemas`"
+    )
+
+
+def test_job_schema_describes_the_contract() -> None:
+    schema = json.loads(render_schema("job"))
+    assert set(schema["required"]) == {"job_id", "kind"}
+    kinds = schema["$defs"]["Kind"]["enum"]
+    assert {
+        "react",
+        "native_thinking",
+        "synthesis",
+        "forced_conclusion",
+        "mcp_summarization",
+        "executive_summary",
+    } <= set(kinds)
