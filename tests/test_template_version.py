@@ -1,5 +1,7 @@
 """`meta.template_version`: stable, per family, and moved by any template change."""
 
+import pytest
+
 from worker.families_registry import FAMILIES
 from worker.family import template_version
 from worker.prompt import templates
@@ -36,3 +38,29 @@ def test_families_have_distinct_versions() -> None:
     by_family = {spec.name: spec.template_version for spec in FAMILIES.values()}
     assert by_family["tarsy"].startswith("tarsy-")
     assert len(set(by_family.values())) == len(by_family)
+
+
+def test_inline_section_text_is_versioned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A heading written inline in a component (not a constant) still moves the version."""
+    from worker.prompt import builder, components
+
+    before = template_version("tarsy", builder.versioned_texts())
+    original = components.format_runbook_section
+    monkeypatch.setattr(
+        builder,
+        "format_runbook_section",
+        lambda text: original(text).replace("## Runbook", "## Run book"),
+    )
+    assert template_version("tarsy", builder.versioned_texts()) != before
+
+
+def test_probe_jobs_reach_every_kind() -> None:
+    from schemas.job import INVESTIGATION_KINDS, Kind
+    from worker.prompt import builder
+
+    kinds = {Kind(p["kind"]) for p in builder._PROBE_JOBS}
+    assert kinds == INVESTIGATION_KINDS | {
+        Kind.FORCED_CONCLUSION,
+        Kind.MCP_SUMMARIZATION,
+        Kind.EXECUTIVE_SUMMARY,
+    }

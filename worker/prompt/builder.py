@@ -4,7 +4,10 @@ Mirrors the seed's `PromptBuilder`: ReAct, native-thinking and synthesis message
 the forced-conclusion prompt, MCP summarization and executive-summary prompts.
 """
 
+from types import MappingProxyType
+
 from schemas.job import Chat, Job, Kind, Stage, Strategy
+from worker.config import WorkerConfig
 from worker.context.investigation_formatter import format_investigation_context
 from worker.context.stage_formatter import format_stage_context
 from worker.family import BuildResult, Family, Messages, RenderContext, template_version
@@ -35,6 +38,7 @@ from worker.prompt.templates import (
     SYNTHESIS_TASK,
 )
 from worker.prompt.tools import available_tools_preamble
+from worker.registry import MCPServerRegistry
 
 
 def previous_stage_context(stage: Stage) -> str:
@@ -207,4 +211,88 @@ def build(job: Job, ctx: RenderContext) -> BuildResult:
     return BuildResult(messages)
 
 
-FAMILY = Family("tarsy", template_version("tarsy", ALL_TEMPLATES), build)
+# Jobs that between them reach every branch of every component, so that section text
+# written inline in the components (headings, markers) is versioned as well as the
+# constants: the template version moves whenever any of it changes.
+_PROBE_EVENTS = [
+    {"event_type": t, "content": "c"}
+    for t in (
+        "llm_thinking",
+        "llm_response",
+        "tool_call",
+        "tool_result",
+        "final_analysis",
+        "executive_summary",
+        "other_type",
+    )
+]
+_PROBE_TOOLS = [
+    {
+        "name": "probe.tool",
+        "description": "d",
+        "input_schema": {
+            "properties": {
+                "p": {"type": "string", "description": "d", "default": 1, "enum": ["a"]}
+            },
+            "required": ["p"],
+        },
+    },
+    {"name": "probe.bare"},
+]
+_PROBE_HISTORY = [
+    {
+        "user_question": "q",
+        "messages": [{"role": r, "content": "m"} for r in ("assistant", "user", "tool", "system")],
+    }
+]
+_PROBE_JOBS: list[dict[str, object]] = [
+    {
+        "kind": "react",
+        "session": {"alert_type": "t", "alert_data": "a", "runbook_content": "r"},
+        "stage": {
+            "mcp_servers": ["probe"],
+            "custom_instructions": "i",
+            "previous_stage_events": _PROBE_EVENTS,
+            "previous_attempt": {
+                "attempt_number": 2,
+                "error_message": "e",
+                "previous_output": "o",
+                "previous_attempt_at": "t",
+            },
+        },
+        "tools": _PROBE_TOOLS,
+    },
+    {
+        "kind": "react",
+        "chat": {
+            "user_question": "q",
+            "investigation_events": _PROBE_EVENTS,
+            "history": _PROBE_HISTORY,
+        },
+    },
+    {"kind": "native_thinking"},
+    {"kind": "native_thinking", "chat": {"user_question": "q", "history": _PROBE_HISTORY}},
+    {"kind": "synthesis"},
+    {"kind": "forced_conclusion", "forced_conclusion": {"iteration": 1, "strategy": "react"}},
+    {
+        "kind": "forced_conclusion",
+        "forced_conclusion": {"iteration": 1, "strategy": "native_thinking"},
+    },
+    {"kind": "mcp_summarization", "mcp_summarization": {"max_summary_tokens": 1}},
+    {"kind": "executive_summary", "executive_summary": {}},
+]
+
+
+def versioned_texts() -> tuple[str, ...]:
+    """The template constants plus the rendering of the probe jobs."""
+    ctx = RenderContext(
+        registry=MCPServerRegistry(MappingProxyType({"probe": "p"})), config=WorkerConfig()
+    )
+    rendered = []
+    for probe in _PROBE_JOBS:
+        job = Job.model_validate({"job_id": "probe", **probe})
+        rendered.extend(m["role"] + "\n" + m["content"] for m in build(job, ctx).messages)
+    return (*ALL_TEMPLATES, *rendered)
+
+
+FAMILY = Family("tarsy", template_version("tarsy", versioned_texts()), build)
