@@ -684,3 +684,37 @@ def test_unknown_fields_are_ignored_but_tool_fields_are_kept(renderer: Renderer)
 
     assert outcome.status == "ok", outcome.body
     assert '"annotations": {\n        "readOnly": true\n      }' in outcome.messages[1]["content"]
+
+
+# ------------------------------------------------------------------ template version
+
+
+def test_every_template_constant_is_versioned() -> None:
+    from worker.families.legacy import templates
+
+    constants = [
+        value
+        for name, value in vars(templates).items()
+        if name.isupper() and isinstance(value, str)
+    ]
+    assert set(constants) <= set(templates.ALL_TEMPLATES)
+
+
+def test_inline_text_moves_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker.families.legacy import builder, prompts
+    from worker.family import template_version
+
+    before = template_version("legacy", builder.versioned_texts())
+    original = prompts.build_stage_info
+    monkeypatch.setattr(
+        prompts, "build_stage_info", lambda ctx: original(ctx).replace("**Stage:**", "Stage:")
+    )
+
+    assert template_version("legacy", builder.versioned_texts()) != before
+
+
+def test_probe_jobs_reach_every_legacy_kind() -> None:
+    from schemas.job import LEGACY_KINDS, Kind
+    from worker.families.legacy.probes import PROBE_JOBS
+
+    assert {Kind(probe["kind"]) for probe in PROBE_JOBS} == LEGACY_KINDS

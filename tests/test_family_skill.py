@@ -246,3 +246,28 @@ def test_the_payload_is_required(renderer: Renderer, kind: str) -> None:
     outcome = renderer.render(json.dumps({"job_id": "s", "kind": kind}).encode("utf-8"))
 
     assert _error_fields(outcome) == [kind]
+
+
+# ------------------------------------------------------------------ template version
+
+
+def test_inline_text_moves_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker.families import skill
+    from worker.family import template_version
+
+    before = template_version("skill", skill.versioned_texts())
+    original = skill.build_available_files_section
+    monkeypatch.setattr(
+        skill,
+        "build_available_files_section",
+        lambda files, skill_dir: original(files, skill_dir).replace("Skill directory", "Dir"),
+    )
+
+    assert template_version("skill", skill.versioned_texts()) != before
+
+
+def test_skill_and_legacy_versions_are_their_own() -> None:
+    from worker.families import legacy, skill
+
+    assert skill.FAMILY.template_version.startswith("skill-")
+    assert legacy.FAMILY.template_version.startswith("legacy-")

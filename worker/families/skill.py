@@ -5,10 +5,13 @@ seed appends after a failed tool call.
 """
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from schemas.families import AvailableFile, Skill, SkillTool
 from schemas.job import Job, Kind
+from worker.config import WorkerConfig
 from worker.family import BuildResult, Family, RenderContext, template_version
+from worker.registry import MCPServerRegistry
 
 # Verbatim; it starts and ends with a newline, as the seed's triple-quoted string does.
 AUTONOMOUS_SKILL_SYSTEM_PROMPT = """
@@ -148,4 +151,42 @@ def build(job: Job, ctx: RenderContext) -> BuildResult:
     raise ValueError(f"job {job.job_id!r}: kind {job.kind.value!r} has no skill payload")
 
 
-FAMILY = Family("skill", template_version("skill", TEMPLATES), build)
+# Probe jobs reaching every branch: their renderings are versioned with the constants,
+# so text written inline (the "(n lines)" suffix, "Skill directory:") moves the version.
+_PROBE_JOBS: list[dict[str, Any]] = [
+    {
+        "kind": "skill_react",
+        "skill_react": {
+            "skill": {"name": "n", "content": "c"},
+            "tools": [
+                {"name": "a", "description": "d", "parameters": {"p": 1}},
+                {"name": "b", "description": "d"},
+                {"name": "hidden", "description": "d"},
+            ],
+            "allowed_tools": ["a", "b"],
+            "available_files": {
+                "f.md": {"description": "d", "estimated_lines": 1000},
+                "g.md": {},
+            },
+            "skill_dir": "/s",
+        },
+    },
+    {"kind": "skill_react", "skill_react": {"skill": {"name": "n"}}},
+    {
+        "kind": "skill_error_observation",
+        "skill_error_observation": {"tool_name": "t", "error": "e"},
+    },
+]
+
+
+def versioned_texts() -> tuple[str, ...]:
+    """The template constants plus the renderings of the probe jobs."""
+    ctx = RenderContext(registry=MCPServerRegistry(), config=WorkerConfig())
+    rendered: list[str] = []
+    for probe in _PROBE_JOBS:
+        job = Job.model_validate({"job_id": "probe", **probe})
+        rendered.extend(m["role"] + "\n" + m["content"] for m in build(job, ctx).messages)
+    return (*TEMPLATES, *rendered)
+
+
+FAMILY = Family("skill", template_version("skill", versioned_texts()), build)

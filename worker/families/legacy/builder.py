@@ -1,9 +1,12 @@
 """Which seed-001 prompts make up the messages of each `legacy_*` kind (SPEC.md §8)."""
 
 from collections.abc import Callable
+from types import MappingProxyType
 
 from schemas.families import LegacyPayload
 from schemas.job import Job, Kind
+from worker.config import WorkerConfig
+from worker.families.legacy.probes import PROBE_JOBS
 from worker.families.legacy.prompts import (
     build_final_analysis_prompt,
     build_iterative_mcp_tool_selection_prompt,
@@ -20,6 +23,7 @@ from worker.families.legacy.templates import (
 )
 from worker.family import BuildResult, Family, Messages, RenderContext, template_version
 from worker.prompt.instructions import compose_instructions
+from worker.registry import MCPServerRegistry
 
 
 def composed_instructions(payload: LegacyPayload, ctx: RenderContext) -> str:
@@ -82,4 +86,16 @@ def build(job: Job, ctx: RenderContext) -> BuildResult:
     return BuildResult(messages=BUILDERS[job.kind](job.legacy, ctx))
 
 
-FAMILY = Family("legacy", template_version("legacy", ALL_TEMPLATES), build)
+def versioned_texts() -> tuple[str, ...]:
+    """The template constants plus the renderings of the probe jobs."""
+    ctx = RenderContext(
+        registry=MCPServerRegistry(MappingProxyType({"probe": "p"})), config=WorkerConfig()
+    )
+    rendered: list[str] = []
+    for probe in PROBE_JOBS:
+        job = Job.model_validate({"job_id": "probe", **probe})
+        rendered.extend(m["role"] + "\n" + m["content"] for m in build(job, ctx).messages)
+    return (*ALL_TEMPLATES, *rendered)
+
+
+FAMILY = Family("legacy", template_version("legacy", versioned_texts()), build)

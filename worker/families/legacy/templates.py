@@ -1,4 +1,3 @@
-# ruff: noqa: E501 - prompt text is kept verbatim, one seed line per source line.
 """Seed 001's template text, verbatim.
 
 The seed renders these with LangChain's `PromptTemplate.format`, which for these
