@@ -183,10 +183,26 @@ def test_a_missing_or_unusable_directory_is_a_config_error(tmp_path: Path) -> No
         read_directory(tmp_path)
 
 
-def test_the_template_version_moves_with_the_bundled_text() -> None:
-    # Every bundled template and built-in prompt feeds the hash, in a fixed order.
+def test_every_bundled_template_and_builtin_feeds_the_version() -> None:
     from worker.families.system_prompt import builder
 
     assert FAMILY.template_version.startswith("system_prompt-")
-    assert len(builder.TEMPLATES) == len(MODES) * len(TIERS) + 2
-    assert all(builder.TEMPLATES)
+    texts = builder.versioned_texts()
+    for mode in MODES:
+        for tier in TIERS:
+            assert bundled(mode, tier).strip() in texts
+    registry = PromptRegistry.from_definitions([])
+    assert registry.prompts[CORE_MANDATES_ID].content in texts
+    assert registry.prompts[SANITY_CHECK_ID].content in texts
+
+
+def test_inline_goal_text_moves_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker.families.system_prompt import builder
+    from worker.family import template_version
+
+    before = template_version("system_prompt", builder.versioned_texts())
+    original = builder.render_goal
+    monkeypatch.setattr(
+        builder, "render_goal", lambda goal: original(goal).replace("(IN PROGRESS)", "(WIP)")
+    )
+    assert template_version("system_prompt", builder.versioned_texts()) != before

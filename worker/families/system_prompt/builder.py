@@ -10,6 +10,7 @@ from importlib.resources import files
 from schemas.job import Job
 from schemas.system_prompt import DEFAULT_CONTEXT_TOKENS, SystemPromptPayload
 from worker.config import WorkerConfig
+from worker.families.system_prompt.config import PromptDefinition
 from worker.families.system_prompt.goal import render_goal
 from worker.families.system_prompt.registry import (
     BUILTIN_PROMPTS,
@@ -115,4 +116,39 @@ def build(job: Job, ctx: RenderContext) -> BuildResult:
     return build_system_prompt(job.system_prompt, state)
 
 
-FAMILY = Family(NAME, template_version(NAME, TEMPLATES), build, prepare)
+# Reaches every line shape of the goal block, so text written inline in the code
+# (headings, markers, "(IN PROGRESS)") moves the version as much as template text does.
+PROBE_PAYLOAD = SystemPromptPayload.model_validate(
+    {
+        "tier": 1,
+        "goal": {
+            "description": "probe",
+            "priority": "high",
+            "status": "paused",
+            "checkpoints": [
+                {"description": "c", "status": status}
+                for status in ("completed", "in-progress", "pending")
+            ],
+            "decisions": [
+                {"description": "d", "locked": True},
+                {"description": "d", "locked": False},
+            ],
+            "artifacts": [
+                {"path": "p", "action": action} for action in ("created", "modified", "deleted")
+            ],
+        },
+        "skills": ["probe"],
+        "additional_instructions": "probe",
+    }
+)
+
+
+def versioned_texts() -> tuple[str, ...]:
+    """The bundled templates and built-in prompts, then the probe's rendering."""
+    probe_skill = PromptDefinition(id="probe", name="probe", content="probe")
+    state = prepare(WorkerConfig(prompts=[probe_skill]))
+    probe = build_system_prompt(PROBE_PAYLOAD, state)
+    return (*TEMPLATES, *(message["content"] for message in probe.messages))
+
+
+FAMILY = Family(NAME, template_version(NAME, versioned_texts()), build, prepare)
