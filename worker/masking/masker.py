@@ -1,20 +1,346 @@
 """The masking stage applied to every outside text of a job before it is rendered.
 
-PLACEHOLDER: the masking issue implements the detectors. Interface the pipeline uses:
-`Masker.from_config(cfg)` once at start-up, then `mask_job(job) -> (job, counts)` per job.
+`Masker.from_config(cfg)` once at start-up, then `mask_job(job) -> (job, counts)` per
+job. The common case is a job with no secret: one prefilter pass over all its texts
+finds no anchor, and the very same Job object comes back. Only texts holding an anchor
+run the detectors it gates, and only changed fields are copied.
+
+Fail closed: when a detector raises on some text, the whole field is replaced by a
+redaction notice and the failure is logged with the detector and the field path only,
+never the text.
 """
 
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from pydantic import BaseModel
+
 from schemas.job import Job
-from worker.masking.config import MaskingConfig
+from worker.masking import prefilter as prefilters
+from worker.masking.config import CustomPattern, MaskingConfig
+from worker.masking.detectors import (
+    BUILTIN,
+    FAILED,
+    Anchor,
+    Detector,
+    TextView,
+    edits_result,
+    is_basic_credentials,
+)
+from worker.masking.fields import DATA, all_paths
+from worker.masking.keyvalue import (
+    normalise_key,
+    owns_api_key,
+    owns_aws_secret,
+    owns_password,
+    owns_private_key,
+    owns_secret,
+    owns_token,
+)
+from worker.masking.text import MASK_PREFIX, is_placeholder
+
+log = structlog.get_logger(__name__)
+
+REDACTION_NOTICE = "[MASKED_FIELD: masking failed, content withheld]"
+# A detector's output feeds the next one; rounds repeat until nothing changes, so
+# masking is idempotent. Real text settles in one round; the cap bounds odd input.
+_MAX_ROUNDS = 4
+
+Counts = dict[str, int]
+
+
+def custom_detector(pattern: CustomPattern) -> Detector:
+    compiled = pattern.compiled()
+    replacement = pattern.replacement
+    group: str | int = "secret" if "secret" in compiled.groupindex else 0
+
+    def apply(view: TextView) -> tuple[str, int]:
+        edits = []
+        for match in compiled.finditer(view.text):
+            start, end = match.span(group)
+            if end > start and not view.text.startswith(MASK_PREFIX, start):
+                edits.append((start, end, replacement))
+        return edits_result(view, edits)
+
+    anchors = tuple(Anchor(a, caseless=pattern.ignore_case) for a in pattern.anchors)
+    return Detector(pattern.name, "custom", replacement, anchors, apply)
+
+
+class MaskingFailure(Exception):
+    """A detector raised; carries which one so the caller can log it."""
+
+    def __init__(self, detector: str) -> None:
+        super().__init__(detector)
+        self.detector = detector
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    name: str
+    each: bool  # walk every item of a list
+
+
+def _parse_path(path: str) -> tuple[_Step, ...]:
+    return tuple(_Step(part.removesuffix("[]"), part.endswith("[]")) for part in path.split("."))
+
+
+# Keys whose string value is a credential in structured data, by the detector that
+# owns them (the same rules as `key: value` in text).
+_KEY_RULES = (
+    ("aws_secret_access_key", owns_aws_secret, "[MASKED_AWS_SECRET_ACCESS_KEY]"),
+    ("password", owns_password, "[MASKED_PASSWORD]"),
+    ("secret", owns_secret, "[MASKED_SECRET]"),
+    ("api_key", owns_api_key, "[MASKED_API_KEY]"),
+    ("token", owns_token, "[MASKED_TOKEN]"),
+    ("private_key", owns_private_key, "[MASKED_PRIVATE_KEY]"),
+)
+_KEY_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 class Masker:
-    def __init__(self, config: MaskingConfig) -> None:
+    def __init__(self, config: MaskingConfig, *, engine: str = "auto") -> None:
         self.config = config
+        detectors = [
+            d for d in BUILTIN if d.group in config.groups and d.name not in config.disabled
+        ]
+        detectors.extend(custom_detector(p) for p in config.patterns)
+        self.detectors: tuple[Detector, ...] = tuple(detectors)
+        self._enabled_names = frozenset(d.name for d in detectors)
+        anchors: list[Anchor] = []
+        anchor_ids: dict[Anchor, int] = {}
+        gated: dict[int, list[int]] = {}
+        self._always: tuple[int, ...] = tuple(i for i, d in enumerate(detectors) if not d.anchors)
+        for index, detector in enumerate(detectors):
+            for anchor in detector.anchors:
+                key = Anchor(
+                    anchor.literal.lower() if anchor.caseless else anchor.literal, anchor.caseless
+                )
+                if key not in anchor_ids:
+                    anchor_ids[key] = len(anchors)
+                    anchors.append(key)
+                gated.setdefault(anchor_ids[key], []).append(index)
+        self._gated = {a: tuple(ds) for a, ds in gated.items()}
+        self.prefilter: prefilters.Prefilter = prefilters.build(anchors, engine)
+        self._paths = [(path, _parse_path(path), shape) for path, shape in all_paths()]
 
     @classmethod
     def from_config(cls, config: MaskingConfig) -> "Masker":
         return cls(config)
 
+    # -- text ---------------------------------------------------------------------
+
+    def _detectors_for(self, anchor_ids: frozenset[int]) -> list[int]:
+        chosen = set(self._always)
+        for anchor in anchor_ids:
+            chosen.update(self._gated[anchor])
+        return sorted(chosen)
+
+    def _run(self, text: str, anchor_ids: frozenset[int] | None, counts: Counter[str]) -> str:
+        """Mask one text. Raises MaskingFailure naming the detector that failed."""
+        for _ in range(_MAX_ROUNDS):
+            if anchor_ids is None:
+                found = self.prefilter.scan([text])
+                anchor_ids = found.get(0, frozenset())
+            selected = self._detectors_for(anchor_ids) if anchor_ids else list(self._always)
+            if not selected:
+                return text
+            changed = False
+            view = TextView(text)
+            for index in selected:
+                detector = self.detectors[index]
+                try:
+                    masked, count = detector.apply(view)
+                except Exception as exc:
+                    raise MaskingFailure(detector.name) from exc
+                if count:
+                    counts[detector.name] += count
+                    changed = True
+                    view = TextView(masked)
+            if not changed:
+                return text
+            text = view.text
+            anchor_ids = None  # the next round looks at the masked text afresh
+        return text
+
+    def mask_text(self, text: str, counts: Counter[str] | None = None) -> str:
+        """`text` with every secret masked (the same object when there is none).
+
+        Fails closed: returns the redaction notice when a detector raises.
+        """
+        tally: Counter[str] = Counter() if counts is None else counts
+        return self._guarded(text, None, tally, "text")
+
+    def _guarded(
+        self, text: str, anchor_ids: frozenset[int] | None, counts: Counter[str], where: str
+    ) -> str:
+        local: Counter[str] = Counter()
+        try:
+            masked = self._run(text, anchor_ids, local)
+        except MaskingFailure as failure:
+            log.error("masking_failed", detector=failure.detector, field=where)
+            counts[FAILED] += 1
+            return REDACTION_NOTICE
+        counts.update(local)
+        return masked
+
+    # -- structured values ----------------------------------------------------------
+
+    def mask_data(self, value: Any, counts: Counter[str], where: str = "value") -> Any:
+        """A JSON value with its strings masked; keys and other types kept.
+
+        Returns the same object when nothing changed.
+        """
+        if isinstance(value, str):
+            return self._guarded(value, None, counts, where)
+        if isinstance(value, dict):
+            return self._mask_mapping(value, counts, where)
+        if isinstance(value, list):
+            items = [self.mask_data(item, counts, f"{where}[{i}]") for i, item in enumerate(value)]
+            if any(new is not old for new, old in zip(items, value, strict=True)):
+                return items
+            return value
+        return value
+
+    def _mask_mapping(self, value: dict[Any, Any], counts: Counter[str], where: str) -> Any:
+        is_secret = "kubernetes_secret" in self._enabled_names and value.get("kind") == "Secret"
+        changed = False
+        result: dict[Any, Any] = {}
+        for key, item in value.items():
+            path = f"{where}.{key}"
+            new = item
+            if is_secret and key in ("data", "stringData") and isinstance(item, dict):
+                new = self._mask_secret_data(item, counts)
+            elif isinstance(item, str) and isinstance(key, str):
+                by_key = self._credential_by_key(key, item)
+                if by_key is not None:
+                    name, replacement = by_key
+                    counts[name] += 1
+                    new = replacement
+                else:
+                    new = self._guarded(item, None, counts, path)
+            else:
+                new = self.mask_data(item, counts, path)
+            if new is not item:
+                changed = True
+            result[key] = new
+        return result if changed else value
+
+    def _mask_secret_data(self, data: dict[Any, Any], counts: Counter[str]) -> dict[Any, Any]:
+        result: dict[Any, Any] = {}
+        for key, item in data.items():
+            if isinstance(item, str) and item and not item.startswith(MASK_PREFIX):
+                counts["kubernetes_secret"] += 1
+                result[key] = "[MASKED_SECRET_VALUE]"
+            else:
+                result[key] = item
+        return result
+
+    def _credential_by_key(self, key: str, value: str) -> tuple[str, str] | None:
+        if value.startswith(MASK_PREFIX) or is_placeholder(value):
+            return None
+        if not _KEY_CHARS.fullmatch(key):
+            return None
+        if key == "auth" and "docker_auth" in self._enabled_names and is_basic_credentials(value):
+            return "docker_auth", "[MASKED_CREDENTIALS]"
+        norm = normalise_key(key)
+        for name, owns, replacement in _KEY_RULES:
+            if name in self._enabled_names and owns(key, norm):
+                return name, replacement
+        return None
+
+    # -- jobs -----------------------------------------------------------------------
+
+    def _leaves(self, job: Job) -> Iterator[tuple[int, tuple[int, ...], Any]]:
+        """(path index, list indexes on the way, value) of every maskable leaf."""
+        for number, (_, steps, _) in enumerate(self._paths):
+            yield from _walk(job, steps, 0, (), number)
+
     def mask_job(self, job: Job) -> tuple[Job, dict[str, int]]:
-        return job, {}
+        counts: Counter[str] = Counter()
+        leaves = list(self._leaves(job))
+        texts: list[str] = []
+        text_leaves: list[int] = []
+        for position, (number, _, value) in enumerate(leaves):
+            if self._paths[number][2] is not DATA and isinstance(value, str) and value:
+                texts.append(value)
+                text_leaves.append(position)
+        found = self.prefilter.scan(texts) if texts else {}
+        replacements: dict[int, Any] = {}
+        hits = {i: found.get(i, frozenset()) for i in range(len(texts))} if self._always else found
+        for text_index, anchor_ids in hits.items():
+            position = text_leaves[text_index]
+            number, indexes, value = leaves[position]
+            where = _format_path(self._paths[number][0], indexes)
+            masked = self._guarded(value, anchor_ids, counts, where)
+            if masked is not value:
+                replacements[position] = masked
+        for position, (number, indexes, value) in enumerate(leaves):
+            if self._paths[number][2] is DATA:
+                where = _format_path(self._paths[number][0], indexes)
+                masked = self.mask_data(value, counts, where)
+                if masked is not value:
+                    replacements[position] = masked
+        if not replacements:
+            return job, dict(counts)
+        updated: BaseModel = job
+        for position, new in replacements.items():
+            number, indexes, _ = leaves[position]
+            updated = _replace(updated, self._paths[number][1], 0, indexes, new)
+        assert isinstance(updated, Job)
+        return updated, dict(counts)
+
+    def mask_texts(self, texts: Sequence[str]) -> tuple[list[str], dict[str, int]]:
+        """Mask several independent texts (e.g. for `prompt-worker mask`)."""
+        counts: Counter[str] = Counter()
+        return [self._guarded(t, None, counts, f"text[{i}]") for i, t in enumerate(texts)], dict(
+            counts
+        )
+
+
+def _walk(
+    obj: Any, steps: tuple[_Step, ...], depth: int, indexes: tuple[int, ...], number: int
+) -> Iterator[tuple[int, tuple[int, ...], Any]]:
+    step = steps[depth]
+    value = getattr(obj, step.name, None)
+    if value is None:
+        return
+    last = depth == len(steps) - 1
+    if step.each:
+        for i, item in enumerate(value):
+            if last:
+                yield number, (*indexes, i), item
+            elif item is not None:
+                yield from _walk(item, steps, depth + 1, (*indexes, i), number)
+    elif last:
+        yield number, indexes, value
+    else:
+        yield from _walk(value, steps, depth + 1, indexes, number)
+
+
+def _replace(
+    obj: Any, steps: tuple[_Step, ...], depth: int, indexes: tuple[int, ...], new: Any
+) -> Any:
+    step = steps[depth]
+    last = depth == len(steps) - 1
+    value = getattr(obj, step.name)
+    if step.each:
+        items = list(value)
+        i = indexes[0]
+        items[i] = new if last else _replace(items[i], steps, depth + 1, indexes[1:], new)
+        replacement: Any = items
+    else:
+        replacement = new if last else _replace(value, steps, depth + 1, indexes, new)
+    return obj.model_copy(update={step.name: replacement})
+
+
+def _format_path(path: str, indexes: tuple[int, ...]) -> str:
+    parts = path.split("[]")
+    out = [parts[0]]
+    for i, rest in enumerate(parts[1:]):
+        out.append(f"[{indexes[i]}]" if i < len(indexes) else "[]")
+        out.append(rest)
+    return "".join(out)

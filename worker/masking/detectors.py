@@ -1,0 +1,435 @@
+"""The built-in detectors, in the order they run.
+
+A detector is a name (a `meta.masked` key and a metrics label), the literal anchors of
+which at least one occurs in anything it can mask, and a function from text to masked
+text. The anchors let the masker skip a detector on every text without one (the common
+case: most text holds no secret). Order matters: exact formats (PEM blocks, JWTs,
+GitHub tokens) run before the detectors that mask "the value after a key", so
+`Authorization: Bearer eyJ...` counts as a JWT and its masked value is left alone.
+"""
+
+import base64
+import binascii
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+from worker.masking import k8s, keyvalue
+from worker.masking.text import MASK_PREFIX, drop_overlaps, is_placeholder, looks_random, splice
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+class TextView:
+    """A text and, computed once on demand, its ASCII-lowered copy (same positions)."""
+
+    __slots__ = ("__dict__", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @cached_property
+    def lowered(self) -> str:
+        # str.lower() can change the length of non-ASCII text ("İ" -> "i̇"), which would
+        # shift every position; lowering only ASCII letters keeps them aligned.
+        text = self.text
+        return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+
+
+Apply = Callable[[TextView], tuple[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    literal: str
+    caseless: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Detector:
+    name: str
+    group: str
+    replacement: str  # the main replacement, for documentation and `prompt-worker mask`
+    anchors: tuple[Anchor, ...]  # empty: runs on every text
+    apply: Apply
+
+
+def edits_result(view: TextView, edits: list[tuple[int, int, str]]) -> tuple[str, int]:
+    text = view.text
+    edits = [e for e in edits if text[e[0] : e[1]] != e[2]]
+    if not edits:
+        return text, 0
+    edits = drop_overlaps(edits)
+    return splice(text, edits), len(edits)
+
+
+def _regex_detector(pattern: re.Pattern[str], replacement: str, group: str | int = 0) -> Apply:
+    """Replace `group` of every match of `pattern` (a pattern with a literal prefix)."""
+
+    def apply(view: TextView) -> tuple[str, int]:
+        edits = []
+        for match in pattern.finditer(view.text):
+            start, end = match.span(group)
+            if end > start and not view.text.startswith(MASK_PREFIX, start):
+                edits.append((start, end, replacement))
+        return edits_result(view, edits)
+
+    return apply
+
+
+def _keyvalue_detector(*rules: keyvalue.KeyValueRule) -> Apply:
+    def apply(view: TextView) -> tuple[str, int]:
+        edits: list[tuple[int, int, str]] = []
+        for rule in rules:
+            edits.extend(keyvalue.find_values(view.text, view.lowered, rule))
+        return edits_result(view, edits)
+
+    return apply
+
+
+def _chain(*parts: Apply) -> Apply:
+    def apply(view: TextView) -> tuple[str, int]:
+        total = 0
+        for part in parts:
+            text, count = part(view)
+            if count:
+                total += count
+                view = TextView(text)
+        return view.text, total
+
+    return apply
+
+
+# -- PEM blocks ---------------------------------------------------------------------
+
+# The body: base64, whitespace, JSON-escaped line breaks, and the headers of
+# encrypted keys. Without an END line (output cut short) the block ends where that
+# alphabet does, so a truncated key is still masked.
+_PEM = re.compile(
+    r"-----BEGIN (?P<label>[A-Z0-9 ]{1,60})-----"
+    r"(?P<body>(?:[A-Za-z0-9+/=\s\\]|(?:Proc-Type|DEK-Info|Comment):[^\n\\]*)*)"
+    r"(?P<end>-----END [A-Z0-9 ]{1,60}-----)?"
+)
+
+
+def _pem_detector(private: bool) -> Apply:
+    replacement = "[MASKED_PRIVATE_KEY]" if private else "[MASKED_CERTIFICATE]"
+
+    def apply(view: TextView) -> tuple[str, int]:
+        text = view.text
+        edits = []
+        for match in _PEM.finditer(text):
+            label = match.group("label")
+            is_private = "PRIVATE" in label or "SECRET" in label
+            is_certificate = "CERTIFICATE" in label or label == "X509 CRL"
+            if is_private if private else is_certificate and not is_private:
+                end = match.end()
+                if match.group("end") is None:
+                    end = _trim_trailing_space(text, match.start("body"), end)
+                edits.append((match.start(), end, replacement))
+        return edits_result(view, edits)
+
+    return apply
+
+
+def _trim_trailing_space(text: str, start: int, end: int) -> int:
+    while end > start:
+        if text[end - 1] in " \t\r\n":
+            end -= 1
+        elif text.endswith(("\\n", "\\r"), start, end):
+            end -= 2
+        elif text[end - 1] == "\\":
+            end -= 1
+        else:
+            break
+    return end
+
+
+# -- kubeconfig -----------------------------------------------------------------------
+
+_KUBECONFIG = re.compile(
+    r"(?P<key>certificate-authority-data|client-certificate-data|client-key-data)"
+    r"\\{0,3}[\"']?[ \t]*[:=][ \t]*\\{0,3}[\"']?(?P<value>[A-Za-z0-9+/]+=*)"
+)
+
+
+def _kubeconfig(view: TextView) -> tuple[str, int]:
+    edits = []
+    for match in _KUBECONFIG.finditer(view.text):
+        key = match.group("key")
+        replacement = "[MASKED_PRIVATE_KEY]" if key == "client-key-data" else "[MASKED_CERTIFICATE]"
+        edits.append((match.start("value"), match.end("value"), replacement))
+    return edits_result(view, edits)
+
+
+# -- Docker config `auth` -------------------------------------------------------------
+
+_DOCKER_AUTH = re.compile(
+    r"auth\\{0,3}[\"'][ \t]*:[ \t]*\\{0,3}[\"'](?P<value>[A-Za-z0-9+/]{6,}={0,2})(?=\\{0,3}[\"'])"
+)
+
+
+def is_basic_credentials(value: str) -> bool:
+    """Docker's `auth` is base64("user:password"); other `auth` values are left alone."""
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return b":" in decoded
+
+
+def _docker_auth(view: TextView) -> tuple[str, int]:
+    edits = []
+    for match in _DOCKER_AUTH.finditer(view.text):
+        if is_basic_credentials(match.group("value")):
+            edits.append((match.start("value"), match.end("value"), "[MASKED_CREDENTIALS]"))
+    return edits_result(view, edits)
+
+
+# -- tokens of a known shape ----------------------------------------------------------
+
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
+_GITHUB = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255})\b")
+_SLACK_TOKEN = re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{8,}|\bxapp-[0-9]+-[A-Za-z0-9-]{8,}")
+_SLACK_WEBHOOK = re.compile(
+    r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<path>[A-Za-z0-9_/-]{8,})"
+)
+_AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
+_OPENSHIFT_TOKEN = re.compile(r"sha256~[A-Za-z0-9_-]{20,}")
+
+
+# -- Authorization headers and bearer tokens -----------------------------------------
+
+_AUTH_HEADER = re.compile(
+    r"authorization\\{0,3}[\"']?[ \t]*[:=][ \t]*\\{0,3}[\"']?"
+    r"(?:(?P<scheme>bearer|basic|token|digest|negotiate|ntlm|apikey|ssws|splunk|"
+    r"aws4-hmac-sha256)[ \t]+)?"
+    r"(?P<value>[^\s\"'\\,;]+)",
+    re.IGNORECASE | re.ASCII,
+)
+_TO_LINE_END = re.compile(r"[^\"'\r\n\\]*")
+_BEARER = re.compile(r"bearer[ \t]+(?P<value>[A-Za-z0-9._~+/-]+=*)", re.IGNORECASE | re.ASCII)
+_MULTI_PART_SCHEMES = ("digest", "aws4-hmac-sha256")
+
+
+def _authorization(view: TextView) -> tuple[str, int]:
+    text, lowered = view.text, view.lowered
+    edits: list[tuple[int, int, str]] = []
+    pos = lowered.find("authorization")
+    while pos >= 0:
+        match = _AUTH_HEADER.match(text, pos)
+        if match is not None:
+            scheme = (match.group("scheme") or "").lower()
+            start, end = match.span("value")
+            if scheme in _MULTI_PART_SCHEMES:
+                tail = _TO_LINE_END.match(text, end)
+                end = tail.end() if tail else end
+                while end > start and text[end - 1] in " \t":
+                    end -= 1
+            value = text[start:end]
+            if not is_placeholder(value) and (scheme or looks_random(value)):
+                replacement = "[MASKED_CREDENTIALS]" if scheme == "basic" else "[MASKED_TOKEN]"
+                edits.append((start, end, replacement))
+        pos = lowered.find("authorization", pos + 13)
+    pos = lowered.find("bearer")
+    while pos >= 0:
+        if pos == 0 or not text[pos - 1].isalnum():
+            match = _BEARER.match(text, pos)
+            if match is not None:
+                value = match.group("value")
+                if looks_random(value) and not is_placeholder(value):
+                    edits.append((match.start("value"), match.end("value"), "[MASKED_TOKEN]"))
+        pos = lowered.find("bearer", pos + 6)
+    return edits_result(view, edits)
+
+
+# -- credentials in URLs --------------------------------------------------------------
+
+_URL_USERINFO = re.compile(
+    r"(?P<user>[^\s/?#@:\"'<>\\]*)(?::(?P<password>[^\s/?#\"'<>\\]+))?@"
+    r"(?=[A-Za-z0-9\[])"
+)
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+
+
+def _url_credentials(view: TextView) -> tuple[str, int]:
+    text = view.text
+    if "@" not in text:
+        return text, 0
+    edits = []
+    pos = text.find("://")
+    while pos >= 0:
+        scheme_start = pos
+        while scheme_start > 0 and text[scheme_start - 1] in _SCHEME_CHARS:
+            scheme_start -= 1
+        match = _URL_USERINFO.match(text, pos + 3) if scheme_start < pos else None
+        if match is not None:
+            password = match.group("password")
+            if password is not None:
+                if not is_placeholder(password):
+                    edits.append(
+                        (match.start("password"), match.end("password"), "[MASKED_PASSWORD]")
+                    )
+            else:
+                user = match.group("user")
+                # A bare token used as the user name (`https://<token>@github.com`).
+                if len(user) >= 20 and looks_random(user) and not is_placeholder(user):
+                    edits.append((match.start("user"), match.end("user"), "[MASKED_TOKEN]"))
+        pos = text.find("://", pos + 3)
+    return edits_result(view, edits)
+
+
+# -- PII ------------------------------------------------------------------------------
+
+_EMAIL = re.compile(
+    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@"
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*"
+    r"\.[A-Za-z]{2,24}\b"
+)
+
+
+def _email(view: TextView) -> tuple[str, int]:
+    text = view.text
+    edits = []
+    pos = text.find("@")
+    while pos >= 0:
+        # The local part is at most 64 characters: start the match just before it.
+        start = max(0, pos - 65)
+        match = _EMAIL.search(text, start, min(len(text), pos + 256))
+        while match is not None and match.end() <= pos:
+            match = _EMAIL.search(text, match.end(), min(len(text), pos + 256))
+        if match is not None and match.start() <= pos < match.end():
+            edits.append((match.start(), match.end(), "[MASKED_EMAIL]"))
+            pos = text.find("@", match.end())
+        else:
+            pos = text.find("@", pos + 1)
+    return edits_result(view, edits)
+
+
+# -- the registry ---------------------------------------------------------------------
+
+SECRETS = "secrets"
+PII = "pii"
+GROUPS = (SECRETS, PII)
+DEFAULT_GROUPS = (SECRETS,)
+
+_PEM_ANCHOR = (Anchor("-----begin"),)
+
+
+def _k8s_secret(view: TextView) -> tuple[str, int]:
+    return k8s.mask(view.text)
+
+
+BUILTIN: tuple[Detector, ...] = (
+    Detector(
+        "private_key",
+        SECRETS,
+        "[MASKED_PRIVATE_KEY]",
+        (*_PEM_ANCHOR, Anchor("private_key"), Anchor("privatekey"), Anchor("private-key")),
+        _chain(_pem_detector(private=True), _keyvalue_detector(keyvalue.PRIVATE_KEY)),
+    ),
+    Detector(
+        "certificate", SECRETS, "[MASKED_CERTIFICATE]", _PEM_ANCHOR, _pem_detector(private=False)
+    ),
+    Detector("kubeconfig", SECRETS, "[MASKED_CERTIFICATE]", (Anchor("-data"),), _kubeconfig),
+    Detector(
+        "kubernetes_secret",
+        SECRETS,
+        k8s.REPLACEMENT,
+        (Anchor("Secret", caseless=False),),
+        _k8s_secret,
+    ),
+    Detector(
+        "docker_auth",
+        SECRETS,
+        "[MASKED_CREDENTIALS]",
+        (Anchor("auth", caseless=False),),
+        _docker_auth,
+    ),
+    Detector(
+        "jwt",
+        SECRETS,
+        "[MASKED_JWT]",
+        (Anchor("eyJ", caseless=False),),
+        _regex_detector(_JWT, "[MASKED_JWT]"),
+    ),
+    Detector(
+        "github_token",
+        SECRETS,
+        "[MASKED_GITHUB_TOKEN]",
+        tuple(
+            Anchor(p, caseless=False)
+            for p in ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")
+        ),
+        _regex_detector(_GITHUB, "[MASKED_GITHUB_TOKEN]"),
+    ),
+    Detector(
+        "slack_token",
+        SECRETS,
+        "[MASKED_SLACK_TOKEN]",
+        (Anchor("xox", caseless=False), Anchor("xapp-", caseless=False), Anchor("hooks.slack.com")),
+        _chain(
+            _regex_detector(_SLACK_TOKEN, "[MASKED_SLACK_TOKEN]"),
+            _regex_detector(_SLACK_WEBHOOK, "[MASKED_SLACK_WEBHOOK]", "path"),
+        ),
+    ),
+    Detector(
+        "aws_access_key_id",
+        SECRETS,
+        "[MASKED_AWS_ACCESS_KEY_ID]",
+        (Anchor("AKIA", caseless=False), Anchor("ASIA", caseless=False)),
+        _regex_detector(_AWS_KEY_ID, "[MASKED_AWS_ACCESS_KEY_ID]"),
+    ),
+    Detector(
+        "aws_secret_access_key",
+        SECRETS,
+        keyvalue.AWS_SECRET.replacement,
+        (Anchor("secret"),),
+        _keyvalue_detector(keyvalue.AWS_SECRET),
+    ),
+    Detector(
+        "authorization",
+        SECRETS,
+        "[MASKED_TOKEN]",
+        (Anchor("authorization"), Anchor("bearer")),
+        _authorization,
+    ),
+    Detector(
+        "token",
+        SECRETS,
+        keyvalue.TOKEN.replacement,
+        (Anchor("token"), Anchor("sha256~")),
+        _chain(
+            _regex_detector(_OPENSHIFT_TOKEN, "[MASKED_TOKEN]"), _keyvalue_detector(keyvalue.TOKEN)
+        ),
+    ),
+    Detector(
+        "api_key",
+        SECRETS,
+        keyvalue.API_KEY.replacement,
+        tuple(Anchor(k) for k in keyvalue.API_KEY.keywords),
+        _keyvalue_detector(keyvalue.API_KEY),
+    ),
+    Detector(
+        "password",
+        SECRETS,
+        keyvalue.PASSWORD.replacement,
+        tuple(Anchor(k) for k in keyvalue.PASSWORD.keywords),
+        _keyvalue_detector(keyvalue.PASSWORD),
+    ),
+    Detector(
+        "secret",
+        SECRETS,
+        keyvalue.SECRET.replacement,
+        (Anchor("secret"),),
+        _keyvalue_detector(keyvalue.SECRET),
+    ),
+    Detector("url_credentials", SECRETS, "[MASKED_PASSWORD]", (Anchor("://"),), _url_credentials),
+    Detector("email", PII, "[MASKED_EMAIL]", (Anchor("@"),), _email),
+)
+
+BUILTIN_NAMES = frozenset(d.name for d in BUILTIN)
+# Keys of `meta.masked` that are not detectors; custom patterns may not take them.
+FAILED = "masking_failed"
+RESERVED_NAMES = BUILTIN_NAMES | {FAILED}

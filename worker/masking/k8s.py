@@ -1,0 +1,269 @@
+"""Kubernetes Secret manifests: mask every value under `data` and `stringData`.
+
+Structural, not a regex: the same `data:` map is harmless in a ConfigMap, so a value is
+masked only when the mapping that holds its `data` also says `kind: Secret` — before or
+after it (`kubectl get -o yaml|json` sorts `data` before `kind`). Handles YAML (also
+inside a JSON string, where lines are broken by `\\n`), JSON, JSON escaped inside a JSON
+string (a tool result), lists of manifests, and output cut off in the middle.
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from worker.masking.text import MASK_PREFIX, drop_overlaps, lines, splice
+
+REPLACEMENT = "[MASKED_SECRET_VALUE]"
+DATA_KEYS = ("data", "stringData")
+
+_YAML_KIND = re.compile(r"kind:[ \t]*[\"']?Secret[\"']?[ \t]*(?:#.*)?$")
+_YAML_KIND_ANYWHERE = re.compile(r"kind:[ \t]*[\"']?Secret\b")
+_JSON_KIND = re.compile(r"kind\\*\"[ \t]*:[ \t]*\\*\"Secret\\*\"")
+_YAML_KEY = re.compile(
+    r"(?P<indent>[ \t]*)(?P<item>-[ \t]+)?(?P<key>[^\s:#][^:]*?)[ \t]*:(?:[ \t]+|$)"
+)
+_FLOW_VALUE = re.compile(r"(?P<key>[^{},:\s]+)[ \t]*:[ \t]*(?P<value>\"[^\"]*\"|'[^']*'|[^,}\s]+)")
+
+
+def mask(text: str) -> tuple[str, int]:
+    """`text` with its Secret values masked, and how many were."""
+    edits: list[tuple[int, int, str]] = []
+    if _JSON_KIND.search(text):
+        edits.extend(_json_edits(text))
+    if _YAML_KIND_ANYWHERE.search(text):
+        edits.extend(_yaml_edits(text))
+    if not edits:
+        return text, 0
+    edits = drop_overlaps(edits)
+    # A nested edit (a manifest escaped in a JSON string) may hold several masks.
+    count = sum(e[2].count(REPLACEMENT) - text.count(REPLACEMENT, e[0], e[1]) for e in edits)
+    return splice(text, edits), count
+
+
+# -- YAML -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Line:
+    start: int
+    end: int
+    indent: int  # column of the key (after a `- ` list marker)
+    item: bool  # starts a list item (`- key: value`)
+    key: str | None
+    value_start: int  # where the value after `key:` starts (== end when none)
+    blank: bool
+    document_break: bool = False
+
+
+def _parse_lines(text: str) -> list[_Line]:
+    parsed: list[_Line] = []
+    for start, end in lines(text):
+        match = _YAML_KEY.match(text, start, end)
+        content = text[start:end]
+        if match is None:
+            stripped = content.lstrip(" \t")
+            indent = len(content) - len(stripped)
+            if stripped.startswith("- "):
+                indent += 2
+            parsed.append(
+                _Line(
+                    start,
+                    end,
+                    indent,
+                    False,
+                    None,
+                    end,
+                    not stripped.strip(),
+                    document_break=stripped.rstrip() in ("---", "..."),
+                )
+            )
+            continue
+        indent = len(match.group("indent")) + len(match.group("item") or "")
+        parsed.append(
+            _Line(
+                start,
+                end,
+                indent,
+                bool(match.group("item")),
+                match.group("key"),
+                match.end(),
+                False,
+            )
+        )
+    return parsed
+
+
+def _yaml_edits(text: str) -> list[tuple[int, int, str]]:
+    parsed = _parse_lines(text)
+    edits: list[tuple[int, int, str]] = []
+    for index, line in enumerate(parsed):
+        if line.key != "kind" or not _YAML_KIND.match(text, _kind_pos(text, line), line.end):
+            continue
+        first, last = _mapping_bounds(parsed, index)
+        for pos in range(first, last + 1):
+            entry = parsed[pos]
+            if entry.indent == line.indent and entry.key in DATA_KEYS:
+                edits.extend(_data_values(text, parsed, pos, last))
+    return edits
+
+
+def _kind_pos(text: str, line: _Line) -> int:
+    return text.index("kind", line.start, line.end)
+
+
+def _mapping_bounds(parsed: list[_Line], index: int) -> tuple[int, int]:
+    """First and last line of the mapping that holds line `index` as a key."""
+    col = parsed[index].indent
+    first = index
+    if not parsed[index].item:
+        pos = index - 1
+        while pos >= 0:
+            line = parsed[pos]
+            if line.blank:
+                pos -= 1
+                continue
+            if line.indent < col or line.document_break:
+                break
+            if line.indent == col and line.item:
+                first = pos
+                break
+            first = pos
+            pos -= 1
+    last = index
+    pos = index + 1
+    while pos < len(parsed):
+        line = parsed[pos]
+        if line.blank:
+            pos += 1
+            continue
+        if line.indent < col or (line.indent == col and line.item) or line.document_break:
+            break
+        last = pos
+        pos += 1
+    return first, last
+
+
+def _data_values(text: str, parsed: list[_Line], pos: int, last: int) -> list[tuple[int, int, str]]:
+    head = parsed[pos]
+    inline = text[head.value_start : head.end].strip()
+    if inline.startswith("{"):
+        return _flow_values(text, head.value_start, head.end)
+    edits: list[tuple[int, int, str]] = []
+    child_indent: int | None = None
+    index = pos + 1
+    while index <= last:
+        line = parsed[index]
+        if line.blank:
+            index += 1
+            continue
+        if line.indent <= head.indent:
+            break
+        if child_indent is None:
+            child_indent = line.indent
+        if line.indent == child_indent and line.key is not None:
+            # The value, plus any deeper continuation lines (block scalars, folded text).
+            end = line.end
+            follow = index + 1
+            while follow <= last and (parsed[follow].blank or parsed[follow].indent > child_indent):
+                if not parsed[follow].blank:
+                    end = parsed[follow].end
+                follow += 1
+            start = line.value_start
+            value = text[start:end].strip()
+            if value and not value.startswith(MASK_PREFIX):
+                edits.append((start, end, REPLACEMENT))
+            index = follow
+            continue
+        index += 1
+    return edits
+
+
+def _flow_values(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
+    edits = []
+    for match in _FLOW_VALUE.finditer(text, start, end):
+        value = match.group("value")
+        if value.startswith(('"', "'")):
+            vstart, vend = match.start("value") + 1, match.end("value") - 1
+        else:
+            vstart, vend = match.start("value"), match.end("value")
+        if vend > vstart and not text.startswith(MASK_PREFIX, vstart):
+            edits.append((vstart, vend, REPLACEMENT))
+    return edits
+
+
+# -- JSON -------------------------------------------------------------------------
+
+_JSON_TOKEN = re.compile(r'"(?P<s>(?:[^"\\\n]|\\[^\n])*)"(?P<colon>[ \t\r\n]*:)?|(?P<p>[{}\[\],])')
+
+
+@dataclass(slots=True)
+class _Frame:
+    is_object: bool
+    parent_key: str | None
+    key: str | None = None
+    kind: str | None = None
+    values: list[tuple[int, int]] = field(default_factory=list)  # when a data map
+    pending: list[tuple[int, int]] = field(default_factory=list)  # values of its data maps
+
+
+def _json_edits(text: str) -> list[tuple[int, int, str]]:
+    """Lenient scan: strings never span lines in JSON, so prose around the JSON
+    (or a stray quote) cannot derail more than its own line."""
+    spans: list[tuple[int, int]] = []
+    nested: list[tuple[int, int, str]] = []
+    stack: list[_Frame] = []
+    for match in _JSON_TOKEN.finditer(text):
+        punct = match.group("p")
+        if punct is None:
+            content_start, content_end = match.span("s")
+            if match.group("colon") is not None:
+                if stack and stack[-1].is_object:
+                    stack[-1].key = match.group("s")
+                continue
+            if not stack:
+                continue
+            top = stack[-1]
+            if top.is_object:
+                if top.key == "kind":
+                    top.kind = match.group("s")
+                elif top.parent_key in DATA_KEYS:
+                    top.values.append((content_start, content_end))
+            content = match.group("s")
+            if "Secret" in content and "kind" in content:
+                replaced = _mask_escaped(content)
+                if replaced is not None:
+                    nested.append((content_start, content_end, replaced))
+        elif punct in "{[":
+            parent_key = stack[-1].key if stack and stack[-1].is_object else None
+            stack.append(_Frame(is_object=punct == "{", parent_key=parent_key))
+        elif punct == ",":
+            if stack:
+                stack[-1].key = None
+        elif stack:
+            _close(stack, spans)
+    while stack:  # output cut off mid-manifest: still mask what belongs to a Secret
+        _close(stack, spans)
+    edits = [(s, e, REPLACEMENT) for s, e in spans if e > s and not text.startswith(MASK_PREFIX, s)]
+    return edits + nested
+
+
+def _close(stack: list[_Frame], spans: list[tuple[int, int]]) -> None:
+    frame = stack.pop()
+    if frame.is_object and frame.parent_key in DATA_KEYS and stack:
+        stack[-1].pending.extend(frame.values)
+    if frame.kind == "Secret":
+        spans.extend(frame.pending)
+
+
+def _mask_escaped(content: str) -> str | None:
+    """A manifest escaped inside a JSON string: decode, mask, encode again."""
+    try:
+        decoded = json.loads(f'"{content}"')
+    except ValueError:
+        return None
+    if not isinstance(decoded, str):
+        return None
+    masked, count = mask(decoded)
+    if count == 0:
+        return None
+    return json.dumps(masked, ensure_ascii=False)[1:-1]

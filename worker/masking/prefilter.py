@@ -1,0 +1,150 @@
+"""Which detectors can match which texts: one pass for all anchors of all detectors.
+
+Most text holds no secret, so the cost that matters is deciding that. Python offers no
+fast multi-literal search (each `in` is a separate pass; one alternation regex is
+slower still), so when the `hyperscan` package is installed every text of a job is
+scanned in a single pass over one buffer. Without it the anchors are checked with `in`
+on an ASCII-lowered copy: the same answers, several times slower (see
+bench/bench_masking.py).
+
+Both engines fold ASCII case only, so they agree on every input; a test checks it.
+"""
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import structlog
+
+from worker.masking.detectors import Anchor
+
+log = structlog.get_logger(__name__)
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_SEPARATOR = "\0"
+
+try:  # optional accelerator
+    import hyperscan as _hs  # type: ignore[import-not-found, unused-ignore]
+except ImportError:  # pragma: no cover - depends on the environment
+    _hs = None
+
+HYPERSCAN_AVAILABLE = _hs is not None
+
+
+def _ascii_lower(text: str) -> str:
+    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+
+
+class Prefilter(Protocol):
+    engine: str
+
+    def scan(self, texts: Sequence[str]) -> dict[int, frozenset[int]]:
+        """{index of a text: ids of the anchors it contains}, texts without any left out."""
+        ...
+
+
+class PythonPrefilter:
+    engine = "python"
+
+    def __init__(self, anchors: Sequence[Anchor]) -> None:
+        self._caseless = [(i, a.literal.lower()) for i, a in enumerate(anchors) if a.caseless]
+        self._exact = [(i, a.literal) for i, a in enumerate(anchors) if not a.caseless]
+
+    def scan(self, texts: Sequence[str]) -> dict[int, frozenset[int]]:
+        if not texts:
+            return {}
+        # One pass per anchor over everything first: usually nothing is found and the
+        # per-text work is skipped.
+        joined = _SEPARATOR.join(texts)
+        exact = [(i, a) for i, a in self._exact if a in joined]
+        caseless: list[tuple[int, str]] = []
+        if self._caseless:
+            lowered = _ascii_lower(joined)
+            caseless = [(i, a) for i, a in self._caseless if a in lowered]
+        if not exact and not caseless:
+            return {}
+        if len(texts) == 1:
+            return {0: frozenset(i for i, _ in exact + caseless)}
+        found: dict[int, frozenset[int]] = {}
+        for index, text in enumerate(texts):
+            ids = [i for i, a in exact if a in text]
+            if caseless:
+                low = _ascii_lower(text)
+                ids.extend(i for i, a in caseless if a in low)
+            if ids:
+                found[index] = frozenset(ids)
+        return found
+
+
+class HyperscanPrefilter:
+    engine = "hyperscan"
+
+    def __init__(self, anchors: Sequence[Anchor]) -> None:
+        assert _hs is not None
+        self._empty = not anchors
+        if self._empty:
+            return
+        flags = [_hs.HS_FLAG_CASELESS if a.caseless else 0 for a in anchors]
+        database = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+        database.compile(
+            expressions=[a.literal.encode("utf-8") for a in anchors],
+            ids=list(range(len(anchors))),
+            flags=flags,
+            literal=True,
+        )
+        self._database: Any = database
+        # Scratch space is per thread; the worker renders on one thread per Renderer,
+        # but `prompt-worker` commands may share one, so keep one per thread.
+        import threading
+
+        self._local = threading.local()
+
+    def _scratch(self) -> Any:
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            assert _hs is not None
+            scratch = self._local.scratch = _hs.Scratch(self._database)
+        return scratch
+
+    def scan(self, texts: Sequence[str]) -> dict[int, frozenset[int]]:
+        if self._empty or not texts:
+            return {}
+        encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+        buffer = b"\0".join(encoded)
+        hits: list[tuple[int, int]] = []
+
+        def on_match(anchor: int, start: int, end: int, flags: int, context: Any) -> None:
+            hits.append((end, anchor))
+
+        self._database.scan(buffer, match_event_handler=on_match, scratch=self._scratch())
+        if not hits:
+            return {}
+        if len(texts) == 1:
+            return {0: frozenset(anchor for _, anchor in hits)}
+        # End offsets of each text in the buffer (exclusive), to map hits to texts.
+        bounds: list[int] = []
+        offset = -1
+        for data in encoded:
+            offset += len(data) + 1
+            bounds.append(offset)
+        found: dict[int, set[int]] = {}
+        for end, anchor in hits:
+            found.setdefault(bisect_right(bounds, end - 1), set()).add(anchor)
+        return {index: frozenset(ids) for index, ids in found.items()}
+
+
+def build(anchors: Sequence[Anchor], engine: str = "auto") -> Prefilter:
+    """The fastest available prefilter (`auto`), or the one named."""
+    if engine == "python" or (engine == "auto" and not HYPERSCAN_AVAILABLE):
+        return PythonPrefilter(anchors)
+    if engine in ("hyperscan", "auto"):
+        if not HYPERSCAN_AVAILABLE:
+            raise RuntimeError("the hyperscan package is not installed")
+        try:
+            return HyperscanPrefilter(anchors)
+        except Exception as exc:  # e.g. a CPU without the instructions it needs
+            if engine == "hyperscan":
+                raise
+            log.warning("masking_prefilter_fallback", engine="python", error=type(exc).__name__)
+            return PythonPrefilter(anchors)
+    raise ValueError(f"unknown prefilter engine {engine!r}")

@@ -1,0 +1,111 @@
+"""Small text helpers shared by the detectors."""
+
+import re
+
+# Every replacement starts with this, so a detector can recognise text that is already
+# masked (masking must be idempotent) and the LLM reads what kind of value was removed.
+MASK_PREFIX = "[MASKED_"
+
+# Characters of a key such as `DB_PASSWORD`, `spring.datasource.password`, `X-API-Key`.
+KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+_PLACEHOLDER_WORDS = frozenset(
+    {
+        "true",
+        "false",
+        "null",
+        "none",
+        "nil",
+        "yes",
+        "no",
+        "on",
+        "off",
+        "~",
+        "undefined",
+        "redacted",
+        "hidden",
+        "masked",
+        "required",
+        "optional",
+        "string",
+        "empty",
+        "unset",
+        "n/a",
+    }
+)
+_FILLER = frozenset("*xX•.-_#?")
+# `$VAR`, `${VAR}`, `$(cmd)`, `{{ .Values.x }}`, `<password>`, `%s`, `%(pw)s`, `@file`.
+_REFERENCE_STARTS = ("$", "{{", "<", "%", "[MASKED_", "[REDACTED", "***", "…", "...")
+
+
+def is_placeholder(value: str) -> bool:
+    """True when `value` is not a secret itself: empty, a flag, a reference or a mask."""
+    stripped = value.strip()
+    if not stripped:
+        return True
+    if stripped.startswith(_REFERENCE_STARTS):
+        return True
+    if stripped[0] in "{[(":
+        # A structure (`"password": {"valueFrom": ...}`), not a scalar credential.
+        return True
+    if set(stripped) <= _FILLER:
+        return True
+    return stripped.lower() in _PLACEHOLDER_WORDS
+
+
+def looks_random(value: str) -> bool:
+    """A token-shaped value: long, or carrying a digit. Excludes plain English words."""
+    if len(value) < 8:
+        return False
+    return len(value) >= 20 or any(c.isdigit() for c in value)
+
+
+def splice(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """`text` with each (start, end, replacement) applied; edits sorted, not overlapping."""
+    parts: list[str] = []
+    last = 0
+    for start, end, replacement in edits:
+        parts.append(text[last:start])
+        parts.append(replacement)
+        last = end
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def drop_overlaps(edits: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Sorted edits without the ones overlapping an earlier (leftmost, then longest) edit."""
+    edits.sort(key=lambda e: (e[0], -e[1]))
+    kept: list[tuple[int, int, str]] = []
+    end = -1
+    for edit in edits:
+        if edit[0] >= end:
+            kept.append(edit)
+            end = edit[1]
+    return kept
+
+
+_LINE_BREAK = re.compile(r"\r?\n|\\r\\n|\\n")
+
+
+def line_start(text: str, pos: int) -> int:
+    """Start of the line holding `pos`; a JSON-escaped `\\n` counts as a line break."""
+    real = text.rfind("\n", 0, pos) + 1
+    escaped = text.rfind("\\n", real, pos)
+    return escaped + 2 if escaped >= 0 else real
+
+
+def line_end(text: str, pos: int) -> int:
+    """End of the line holding `pos` (exclusive), as `line_start` sees lines."""
+    match = _LINE_BREAK.search(text, pos)
+    return match.start() if match else len(text)
+
+
+def lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every line; JSON-escaped `\\n` sequences also break lines."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in _LINE_BREAK.finditer(text):
+        spans.append((start, match.start()))
+        start = match.end()
+    spans.append((start, len(text)))
+    return spans
