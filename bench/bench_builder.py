@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from worker.config import WorkerConfig, load_config  # noqa: E402
 from worker.prompt import tools as tool_formatting  # noqa: E402
+from worker.prompt.catalogue import CATALOGUES  # noqa: E402
 from worker.render import Renderer  # noqa: E402
 
 BENCH_JOBS = REPO / "tests" / "bench_jobs"
@@ -46,8 +47,15 @@ class Case:
 
 
 CASES = [
-    Case("react (typical)", BENCH_JOBS / "typical_react_job.json", BENCH_JOBS / "worker.yaml", 10_000),
-    Case("react, masking off", BENCH_JOBS / "typical_react_job.json", BENCH_JOBS / "worker.yaml", masking=False),
+    Case(
+        "react (typical)", BENCH_JOBS / "typical_react_job.json", BENCH_JOBS / "worker.yaml", 10_000
+    ),
+    Case(
+        "react, masking off",
+        BENCH_JOBS / "typical_react_job.json",
+        BENCH_JOBS / "worker.yaml",
+        masking=False,
+    ),
     Case(
         "react, cold tool cache",
         BENCH_JOBS / "typical_react_job.json",
@@ -55,7 +63,12 @@ CASES = [
         cold_tool_cache=True,
     ),
     Case("chat (typical)", BENCH_JOBS / "typical_chat_job.json", BENCH_JOBS / "worker.yaml", 5_000),
-    Case("chat, masking off", BENCH_JOBS / "typical_chat_job.json", BENCH_JOBS / "worker.yaml", masking=False),
+    Case(
+        "chat, masking off",
+        BENCH_JOBS / "typical_chat_job.json",
+        BENCH_JOBS / "worker.yaml",
+        masking=False,
+    ),
     Case("legacy_react", FAMILY_JOBS / "typical_legacy_react_job.json", BENCH_JOBS / "worker.yaml"),
     Case("skill_react", FAMILY_JOBS / "typical_skill_job.json", BENCH_JOBS / "worker.yaml"),
     Case(
@@ -101,6 +114,7 @@ def run_case(case: Case, seconds: float, repeat: int) -> dict[str, object]:
 
         def call() -> object:
             tool_formatting._BLOCK_CACHE.clear()
+            CATALOGUES.clear()
             return renderer.render(body)
     else:
 
@@ -121,9 +135,13 @@ def run_case(case: Case, seconds: float, repeat: int) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=1.0, help="length of one timed run")
-    parser.add_argument("--repeat", type=int, default=5, help="timed runs per case (median reported)")
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="timed runs per case (median reported)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--only", help="run only cases whose name contains this text")
     args = parser.parse_args()
@@ -149,7 +167,9 @@ def main() -> int:
     if args.json:
         print(json.dumps({"machine": machine, "results": results, "skipped": skipped}, indent=2))
         return 0
-    print(f"Python {machine['python']} on {machine['machine']}, {machine['cpus']} CPUs; pinned to one core")
+    print(
+        f"Python {machine['python']} on {machine['machine']}, {machine['cpus']} CPUs; pinned to one core"
+    )
     print(f"{'case':32} {'job KB':>7} {'median µs':>10} {'best µs':>8} {'jobs/s':>8} {'target':>8}")
     for r in results:
         target = f"{r['target_jobs_per_s']:,}" if r["target_jobs_per_s"] else ""

@@ -20,6 +20,7 @@ from worker.contributors import Contributors
 from worker.families_registry import FAMILIES
 from worker.family import RenderContext
 from worker.masking.masker import Masker
+from worker.prompt.catalogue import CATALOGUES
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
@@ -154,7 +155,7 @@ class Renderer:
                 ErrorCode.INVALID_JSON, f"body is not valid JSON: {exc}", request_bytes=size
             )
         try:
-            job = Job.model_validate(data)
+            job = self._validate(data)
         except ValidationError as exc:
             job_id, kind = _peek_identity(data)
             details = validation_details(exc)
@@ -177,6 +178,23 @@ class Renderer:
                 request_bytes=size,
             )
         return job
+
+    @staticmethod
+    def _validate(data: Any) -> Job:
+        """`Job.model_validate`, reusing the validated tool list of a known catalogue."""
+        raw_tools = data.get("tools") if type(data) is dict else None
+        if type(raw_tools) is not list or not raw_tools:
+            return Job.model_validate(data)
+        key = orjson.dumps(raw_tools)
+        tools = CATALOGUES.tools(key)
+        if tools is None:
+            job = Job.model_validate(data)
+            CATALOGUES.remember(key, job.tools)
+            return job
+        rest = data.copy()
+        del rest["tools"]
+        # model_copy keeps the very list object, which is what the text memo keys on.
+        return Job.model_validate(rest).model_copy(update={"tools": tools})
 
     def render(self, body: bytes | str) -> RenderOutcome:
         """Render one job body into a reply body. Never raises."""

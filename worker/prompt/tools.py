@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from schemas.job import Tool
+from worker.prompt.catalogue import CATALOGUES
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 # The C string encoder `json` itself uses for ensure_ascii=False.
@@ -111,10 +112,14 @@ def _cached_tool_block(tool: Tool) -> str:
 def format_tool_descriptions(tools: Sequence[Tool]) -> str:
     if not tools:
         return "No tools available."
-    # Blank line between tools, not after the last one.
-    return "\n".join(
-        f"{index}. {_cached_tool_block(tool)}" for index, tool in enumerate(tools, start=1)
-    )
+    text = CATALOGUES.text(tools)
+    if text is None:
+        # Blank line between tools, not after the last one.
+        text = "\n".join(
+            f"{index}. {_cached_tool_block(tool)}" for index, tool in enumerate(tools, start=1)
+        )
+        CATALOGUES.remember_text(tools, text)
+    return text
 
 
 def available_tools_preamble(tools: Sequence[Tool]) -> str:
