@@ -1,0 +1,119 @@
+"""Fixtures for tests against the real RabbitMQ (127.0.0.1:5672 unless
+$PROMPT_WORKER_TEST_AMQP_URL says otherwise).
+
+Every test gets its own uniquely named queues and exchange (`topo`), deleted again
+afterwards, so tests can run next to each other and next to other users of the
+broker. `start_worker` runs `python -m worker serve` as a real subprocess on them;
+whatever a test leaves running is stopped at teardown.
+"""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aio_pika
+import pytest
+from aio_pika.abc import AbstractChannel
+
+from tests.integration.helpers import (
+    AMQP_URL,
+    CONFORMANCE_CONFIG,
+    REPO,
+    StartWorker,
+    WorkerProcess,
+    broker_reachable,
+    delete_topology,
+    free_port,
+)
+from worker.client import PromptClient
+from worker.topology import Topology
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if any(item.get_closest_marker("broker") for item in items) and not broker_reachable():
+        skip = pytest.mark.skip(reason=f"RabbitMQ not reachable at {AMQP_URL}")
+        for item in items:
+            if item.get_closest_marker("broker"):
+                item.add_marker(skip)
+
+
+@pytest.fixture
+def topo() -> Iterator[Topology]:
+    """Unique queue and exchange names for one test; deleted afterwards."""
+    prefix = f"test-{uuid.uuid4().hex[:10]}"
+    topology = Topology(
+        request_queue=f"{prefix}.build-prompt",
+        reply_queue=f"{prefix}.replies",
+        dead_letter=f"{prefix}.dead",
+    )
+    yield topology
+    asyncio.run(delete_topology(topology))
+
+
+@pytest.fixture
+def start_worker(topo: Topology, tmp_path: Path) -> Iterator[StartWorker]:
+    """Start `prompt-worker serve` on the test's queues: start_worker(*extra_args, env=...)."""
+    started: list[WorkerProcess] = []
+
+    def start(
+        *args: str,
+        env: dict[str, str] | None = None,
+        config: Path | None = CONFORMANCE_CONFIG,
+        amqp_url: str = AMQP_URL,
+    ) -> WorkerProcess:
+        port = free_port()
+        full_env = {
+            **os.environ,
+            "PROMPT_WORKER_AMQP_URL": amqp_url,
+            "PROMPT_WORKER_REQUEST_QUEUE": topo.request_queue,
+            "PROMPT_WORKER_REPLY_QUEUE": topo.reply_queue,
+            "PROMPT_WORKER_DEAD_LETTER_QUEUE": topo.dead_letter,
+            "PROMPT_WORKER_HTTP_PORT": str(port),
+            "PROMPT_WORKER_HTTP_HOST": "127.0.0.1",
+            "PROMPT_WORKER_LOG_FORMAT": "json",
+            **(env or {}),
+        }
+        if config is not None:
+            full_env["PROMPT_WORKER_CONFIG"] = str(config)
+        log_path = tmp_path / f"worker-{len(started)}.log"
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "worker", "serve", *args],
+                cwd=REPO,
+                env=full_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        worker = WorkerProcess(
+            process, int(full_env["PROMPT_WORKER_HTTP_PORT"]), log_path, full_env
+        )
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        if worker.process.poll() is None:
+            worker.signal(signal.SIGTERM)
+            try:
+                worker.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+
+
+@pytest.fixture
+async def client(topo: Topology) -> AsyncIterator[PromptClient]:
+    async with PromptClient(AMQP_URL, request_queue=topo.request_queue) as prompt_client:
+        yield prompt_client
+
+
+@pytest.fixture
+async def channel() -> AsyncIterator[AbstractChannel]:
+    """A plain channel (publisher confirms) for publishing and inspecting queues."""
+    connection = await aio_pika.connect(AMQP_URL)
+    async with connection:
+        yield await connection.channel()

@@ -1,0 +1,104 @@
+"""`prompt-worker serve`: the RabbitMQ worker.
+
+Consumes build-prompt jobs, publishes each reply (to `reply_to`, else the reply queue)
+and acknowledges the job once the broker confirmed the reply. Bad input gets an error
+reply and is dead-lettered. Starts before the broker if need be and reconnects on its
+own. SIGTERM/SIGINT: stop taking jobs, finish those in flight, exit 0; a second signal
+exits at once. Every flag has a PROMPT_WORKER_* variable; flags win.
+Exit codes: 0 clean stop, 2 bad settings, configuration or broker topology conflict.
+"""
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+
+from worker import __version__
+from worker.config import ConfigError, WorkerConfig, load_config
+from worker.consumer import Worker
+from worker.http import HealthServer
+from worker.logs import configure_logging, get_logger
+from worker.metrics import Metrics
+from worker.render import Renderer
+from worker.settings import Settings, SettingsError, add_arguments, from_args
+from worker.supervisor import Supervisor
+
+USAGE_ERROR = 2
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    parser = sub.add_parser(
+        "serve",
+        help="consume jobs from RabbitMQ and publish replies",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = from_args(args, os.environ)
+    except SettingsError as exc:
+        print(f"prompt-worker serve: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        config = load_config(settings.config_path)
+    except ConfigError as exc:
+        print(f"prompt-worker serve: configuration error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    if settings.processes > 1:
+        return Supervisor(settings).run()
+    return asyncio.run(serve(settings, config))
+
+
+async def serve(settings: Settings, config: WorkerConfig) -> int:
+    """Run one worker process until signalled; its exit code."""
+    log = get_logger(component="serve")
+    metrics = Metrics(__version__)
+    renderer = Renderer(config, max_message_bytes=settings.max_message_bytes)
+    worker = Worker(settings, renderer, metrics)
+
+    signals = 0
+
+    def on_signal(sig: signal.Signals) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            log.info("signal_received", signal=sig.name, action="finishing in-flight jobs")
+            worker.request_stop()
+        else:
+            # Unacknowledged jobs go back to the queue when the connection drops.
+            log.warning("signal_received", signal=sig.name, action="exiting now")
+            os._exit(128 + sig)
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+
+    http: HealthServer | None = None
+    if settings.http_port:
+        http = HealthServer(settings.http_host, settings.http_port, metrics, worker.readiness)
+        try:
+            await http.start()
+        except OSError as exc:
+            log.error(
+                "http_bind_failed", host=settings.http_host, port=settings.http_port, error=str(exc)
+            )
+            return USAGE_ERROR
+    log.info(
+        "starting",
+        version=__version__,
+        http_port=settings.http_port or None,
+        request_queue=settings.request_queue,
+    )
+    try:
+        return await worker.run()
+    finally:
+        if http is not None:
+            await http.stop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)

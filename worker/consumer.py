@@ -1,0 +1,467 @@
+"""The queue consumer: deliveries in, replies out, at least once.
+
+For each delivery: render the body (`Renderer.render` never raises), publish the reply
+and wait for the broker's confirm, then settle the request — ack when the job rendered,
+reject without requeue (so it is dead-lettered for inspection) when the reply is an
+error. Nothing is settled before the reply is confirmed, so a worker or broker dying at
+any point means the request is delivered again, never lost; replies can therefore be
+duplicated and consumers of replies deduplicate by correlation id / job id.
+
+The job code (`worker.render`) never sees the transport; this module never looks
+inside a job beyond the facts `RenderOutcome` hands it.
+"""
+
+import asyncio
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import (
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustChannel,
+)
+from aiormq.exceptions import ChannelPreconditionFailed, DeliveryError, PublishError
+from yarl import URL
+
+from schemas.reply import ErrorCode
+from worker import topology
+from worker.logs import format_exception, get_logger, payload_logging_enabled
+from worker.metrics import Metrics, kind_label
+from worker.offload import RenderPool, RenderProcessDied
+from worker.render import Renderer, RenderOutcome, error_reply
+from worker.settings import Settings
+
+# How long to wait before handing a job back when the broker refused (nacked) its
+# reply, e.g. because the reply queue is full: an immediate requeue would spin.
+NACKED_REPLY_BACKOFF = 1.0
+# aio-pika's default is 5 s between reconnect attempts; a worker is worth more sooner.
+DEFAULT_RECONNECT_INTERVAL = "2"
+DEBUG_PAYLOAD_CHARS = 4096
+
+
+class TopologyError(Exception):
+    """The broker holds a queue or exchange of ours with different arguments."""
+
+
+def connection_url(amqp_url: str) -> URL:
+    """The URL with the worker's connection defaults, unless the URL sets them itself.
+
+    `fail_fast=false` lets the worker start before the broker (it keeps retrying, not
+    ready, instead of exiting).
+    """
+    url = URL(amqp_url)
+    defaults = {"fail_fast": "false", "reconnect_interval": DEFAULT_RECONNECT_INTERVAL}
+    missing = {k: v for k, v in defaults.items() if k not in url.query}
+    return url.update_query(missing) if missing else url
+
+
+def redacted_url(amqp_url: str) -> str:
+    url = URL(amqp_url)
+    return str(url.with_password("***")) if url.password else amqp_url
+
+
+def delivery_count(message: AbstractIncomingMessage) -> int:
+    """How many times this job was handed out before without being settled.
+
+    Quorum queues count it in `x-delivery-count`; elsewhere only the redelivered flag
+    is known.
+    """
+    value = (message.headers or {}).get("x-delivery-count")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return 1 if message.redelivered else 0
+
+
+@dataclass(slots=True)
+class _Rendered:
+    outcome: RenderOutcome
+    trace: str | None
+    offloaded: bool
+
+
+class Worker:
+    """Consumes one request queue until asked to stop."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        renderer: Renderer,
+        metrics: Metrics,
+        render_pool: RenderPool | None = None,
+    ) -> None:
+        self.settings = settings
+        self.topology = settings.topology
+        self.renderer = renderer
+        self.metrics = metrics
+        self.pool = render_pool or RenderPool(renderer.config, settings.max_message_bytes)
+        self.log = get_logger(component="worker", queue=settings.request_queue)
+        self.connection_name = f"prompt-worker {socket.gethostname()} pid {os.getpid()}"
+        self._connection: aio_pika.RobustConnection | None = None
+        self._channel: AbstractRobustChannel | None = None
+        self._queue: AbstractQueue | None = None
+        self._consumer_tag: str | None = None
+        self._link_up = False
+        self._stop_requested = False
+        self._stop: asyncio.Event | None = None
+        self._idle: asyncio.Event | None = None
+        self._in_flight = 0
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- readiness ---------------------------------------------------------------
+
+    def readiness(self) -> dict[str, bool]:
+        return {
+            "connected": self._link_up,
+            "consuming": self._consumer_tag is not None,
+            "accepting": not self._stop_requested,
+        }
+
+    @property
+    def ready(self) -> bool:
+        return all(self.readiness().values())
+
+    def _update_ready(self) -> None:
+        self.metrics.ready.set(1 if self.ready else 0)
+
+    def _on_link_down(self, *_: Any) -> None:
+        if self._link_up and not self._stop_requested:
+            self.log.warning("broker_link_down", in_flight=self._in_flight)
+        self._link_up = False
+        self._update_ready()
+
+    def _on_link_up(self, *_: Any) -> None:
+        self._link_up = True
+        self._update_ready()
+
+    def _on_reconnected(self, *_: Any) -> None:
+        self.metrics.reconnects.inc()
+        self.log.info("broker_reconnected")
+        self._on_link_up()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Stop taking deliveries, finish those in flight, then return from `run`."""
+        self._stop_requested = True
+        self._update_ready()
+        if self._stop is not None:
+            self._stop.set()
+
+    async def run(self) -> int:
+        """Serve until `request_stop`; the exit code (2 for a topology conflict)."""
+        self._stop = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        if self._stop_requested:
+            return 0
+        connecting = asyncio.create_task(self._start())
+        stopping = asyncio.create_task(self._stop.wait())
+        await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not connecting.done():
+            # Asked to stop while the broker was still unreachable: nothing in flight.
+            connecting.cancel()
+            await asyncio.gather(connecting, return_exceptions=True)
+            await self._close()
+            return 0
+        try:
+            connecting.result()
+        except TopologyError as exc:
+            stopping.cancel()
+            self.log.error("topology_conflict", error=str(exc))
+            await self._close()
+            return 2
+        self._spawn(self.pool.warm_up())
+        await stopping
+        await self._drain()
+        await self._close()
+        return 0
+
+    async def _start(self) -> None:
+        connection = aio_pika.RobustConnection(
+            connection_url(self.settings.amqp_url),
+            client_properties={"connection_name": self.connection_name},
+        )
+        self._connection = connection
+        connection.close_callbacks.add(self._on_link_down)
+        connection.reconnect_callbacks.add(self._on_reconnected)
+        self.log.info("connecting", url=redacted_url(self.settings.amqp_url))
+        await connection.connect()
+        channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        assert isinstance(channel, aio_pika.RobustChannel)
+        self._channel = channel
+        channel.close_callbacks.add(self._on_link_down)
+        channel.reopen_callbacks.add(self._on_link_up)
+        # Per-consumer QoS: global QoS on a quorum queue closes the connection (540).
+        await channel.set_qos(prefetch_count=self.settings.prefetch, global_=False)
+        try:
+            declared = await topology.declare(channel, self.topology)
+        except ChannelPreconditionFailed as exc:
+            raise TopologyError(
+                f"{exc}. The broker holds these objects with other arguments than "
+                f"{topology.rabbitmq_definitions(self.topology)}; delete or migrate them."
+            ) from exc
+        self._queue = declared.request_queue
+        self._consumer_tag = await declared.request_queue.consume(self._on_message)
+        self._link_up = True
+        self._update_ready()
+        self.log.info(
+            "consuming",
+            prefetch=self.settings.prefetch,
+            reply_queue=self.topology.reply_queue,
+            dead_letter=self.topology.dead_letter,
+        )
+
+    async def _drain(self) -> None:
+        assert self._idle is not None
+        self.log.info("stopping", in_flight=self._in_flight)
+        if self._queue is not None and self._consumer_tag is not None:
+            tag, self._consumer_tag = self._consumer_tag, None
+            self._update_ready()
+            try:
+                await asyncio.wait_for(self._queue.cancel(tag), timeout=5)
+            except Exception as exc:  # broker gone: its redelivery covers the rest
+                self.log.warning("cancel_consumer_failed", error=repr(exc))
+        # Deliveries that arrived before the cancel-ok are already scheduled as tasks,
+        # but each needs a couple of loop turns to reach `_on_message` and count itself.
+        for _ in range(5):
+            await asyncio.sleep(0)
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout=self.settings.shutdown_timeout)
+        except TimeoutError:
+            self.log.warning(
+                "shutdown_timeout",
+                in_flight=self._in_flight,
+                detail="unfinished jobs stay unacknowledged and will be redelivered",
+            )
+
+    async def _close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        if self._connection is not None:
+            try:
+                await self._connection.close()
+            except Exception as exc:
+                self.log.warning("close_failed", error=repr(exc))
+        self._link_up = False
+        self._update_ready()
+        self.pool.close()
+        self.log.info("stopped")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- one delivery --------------------------------------------------------------
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        received = time.perf_counter()
+        self._in_flight += 1
+        self.metrics.in_flight.inc()
+        if self._idle is not None:
+            self._idle.clear()
+        try:
+            await self._handle(message, received)
+        except asyncio.CancelledError:
+            # The channel closed under us (connection lost): the broker redelivers.
+            self.log.warning(
+                "job_abandoned", reason="channel closed", attempt=delivery_count(message)
+            )
+            raise
+        except Exception as exc:  # a bug of ours must not kill the consumer
+            self.log.error("job_handling_failed", exception=format_exception(exc))
+            await self._settle(message, "requeue")
+        finally:
+            self._in_flight -= 1
+            self.metrics.in_flight.dec()
+            if self._in_flight == 0 and self._idle is not None:
+                self._idle.set()
+
+    async def _render(self, body: bytes, attempt: int) -> _Rendered:
+        size = len(body)
+        # Oversize bodies are refused without being parsed: cheap, so never offloaded.
+        offload = size <= self.settings.max_message_bytes and (
+            size > self.settings.offload_bytes or attempt > 0
+        )
+        if not offload:
+            outcome = self.renderer.render(body)
+            trace = None
+            if outcome.exception is not None:
+                trace = format_exception(outcome.exception)
+            return _Rendered(outcome, trace, False)
+        outcome, trace = await self.pool.render(body)
+        return _Rendered(outcome, trace, True)
+
+    async def _handle(self, message: AbstractIncomingMessage, received: float) -> None:
+        body = message.body
+        attempt = delivery_count(message)
+        try:
+            rendered = await self._render(body, attempt)
+        except RenderProcessDied as exc:
+            if attempt < self.topology.delivery_limit:
+                self._log_job(
+                    None,
+                    message,
+                    received,
+                    attempt,
+                    "requeued",
+                    offloaded=True,
+                    reason=f"render helper died: {exc}",
+                )
+                await self._settle(message, "requeue")
+                return
+            # The last delivery the queue allows: answer rather than let the broker
+            # dead-letter it without a reply.
+            outcome = error_reply(
+                ErrorCode.INTERNAL,
+                "the render process died on every attempt at this job",
+                request_bytes=len(body),
+            )
+            rendered = _Rendered(outcome, None, True)
+        outcome = rendered.outcome
+
+        settle = "ack" if outcome.ok else "dead_letter"
+        reply_to = message.reply_to or None
+        routing_key = reply_to or self.topology.reply_queue
+        reply = aio_pika.Message(
+            outcome.body,
+            content_type="application/json",
+            correlation_id=message.correlation_id or outcome.job_id,
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
+        assert self._channel is not None
+        try:
+            await self._channel.default_exchange.publish(
+                reply, routing_key=routing_key, mandatory=True
+            )
+        except PublishError:
+            if reply_to is not None:
+                # The RPC client's reply queue is gone (it timed out or exited): nobody
+                # can ever read this reply. Settle the job as if answered; retrying
+                # would loop until the delivery limit for nothing.
+                self.log.warning("reply_unroutable", job_id=outcome.job_id, reply_to_gone=True)
+            else:
+                # Our own reply queue was deleted under us: keep the job, in the
+                # dead-letter queue, instead of answering into the void.
+                self.log.error(
+                    "reply_unroutable", job_id=outcome.job_id, reply_queue=self.topology.reply_queue
+                )
+                settle = "dead_letter"
+        except DeliveryError as exc:
+            self._log_job(
+                outcome,
+                message,
+                received,
+                attempt,
+                "requeued",
+                offloaded=rendered.offloaded,
+                reason=f"reply nacked: {exc}",
+            )
+            await asyncio.sleep(NACKED_REPLY_BACKOFF)
+            await self._settle(message, "requeue")
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # Connection or channel trouble: the reply may or may not have reached the
+            # broker. Not acknowledging means the job comes back after reconnecting.
+            self._log_job(
+                outcome,
+                message,
+                received,
+                attempt,
+                "unsettled",
+                offloaded=rendered.offloaded,
+                reason=f"reply not confirmed: {exc!r}",
+            )
+            await self._settle(message, "requeue")
+            return
+
+        settled = await self._settle(message, settle)
+        self._record(outcome, len(message.body), received)
+        self._log_job(
+            outcome,
+            message,
+            received,
+            attempt,
+            settled,
+            offloaded=rendered.offloaded,
+            trace=rendered.trace,
+        )
+
+    async def _settle(self, message: AbstractIncomingMessage, how: str) -> str:
+        """Ack, dead-letter or requeue; what happened ("unsettled" if the channel is gone)."""
+        try:
+            if how == "ack":
+                await message.ack()
+                return "acked"
+            if how == "dead_letter":
+                await message.reject(requeue=False)
+                return "dead_lettered"
+            await message.nack(requeue=True)
+            return "requeued"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # The channel closed after the reply was confirmed: the job will be
+            # delivered again and answered twice, which consumers already tolerate.
+            self.log.warning("settle_failed", how=how, error=repr(exc))
+            return "unsettled"
+
+    def _record(self, outcome: RenderOutcome, request_bytes: int, received: float) -> None:
+        m = self.metrics
+        kind = kind_label(outcome.kind)
+        m.jobs.labels(kind=kind, status=outcome.status, code=outcome.error_code or "").inc()
+        m.job_seconds.labels(kind=kind).observe(time.perf_counter() - received)
+        m.request_bytes.observe(request_bytes)
+        if outcome.ok:
+            m.render_seconds.labels(kind=kind).observe(outcome.render_seconds)
+            m.prompt_chars.labels(kind=kind).observe(outcome.prompt_chars)
+        for detector, count in outcome.masked.items():
+            m.masked.labels(detector=detector).inc(count)
+
+    def _log_job(
+        self,
+        outcome: RenderOutcome | None,
+        message: AbstractIncomingMessage,
+        received: float,
+        attempt: int,
+        settled: str,
+        *,
+        offloaded: bool,
+        reason: str | None = None,
+        trace: str | None = None,
+    ) -> None:
+        """The one log line of a delivery. Facts only: never payload text (but at debug)."""
+        fields: dict[str, Any] = {
+            "job_id": outcome.job_id if outcome else None,
+            "kind": kind_label(outcome.kind) if outcome else None,
+            "status": outcome.status if outcome else None,
+            "code": outcome.error_code if outcome else None,
+            "request_bytes": len(message.body),
+            "prompt_chars": outcome.prompt_chars if outcome else 0,
+            "render_ms": round(outcome.render_seconds * 1000, 3) if outcome else None,
+            "duration_ms": round((time.perf_counter() - received) * 1000, 3),
+            "attempt": attempt,
+            "offloaded": offloaded,
+            "reply": "reply_to" if message.reply_to else "default",
+            "settled": settled,
+        }
+        if reason is not None:
+            fields["reason"] = reason
+        if outcome is not None and outcome.error_message:
+            fields["error"] = outcome.error_message
+        if trace is not None:
+            fields["exception"] = trace
+        if payload_logging_enabled():
+            fields["request"] = message.body[:DEBUG_PAYLOAD_CHARS].decode("utf-8", "replace")
+        if outcome is not None and outcome.error_code == ErrorCode.INTERNAL.value:
+            self.log.error("job", **fields)
+        elif outcome is None or not outcome.ok or settled not in ("acked",):
+            self.log.warning("job", **fields)
+        else:
+            self.log.info("job", **fields)

@@ -1,0 +1,74 @@
+"""The worker's small HTTP server: liveness, readiness and Prometheus metrics.
+
+* `/healthz` answers 200 while the event loop runs (a stalled loop cannot answer).
+* `/readyz` answers 200 while the worker is connected and consuming, 503 otherwise
+  (starting, broker unreachable, reconnecting, draining for shutdown).
+* `/metrics` is the Prometheus exposition of the worker's own registry.
+"""
+
+from collections.abc import Callable
+
+import orjson
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from worker.metrics import Metrics
+
+
+class HealthServer:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        metrics: Metrics,
+        readiness: Callable[[], dict[str, bool]],
+    ) -> None:
+        """`readiness()` returns named conditions; ready means all of them hold."""
+        self.host = host
+        self.port = port
+        self.metrics = metrics
+        self.readiness = readiness
+        self._runner: web.AppRunner | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        return app
+
+    async def start(self) -> None:
+        """Bind and serve; raises OSError when the port is taken."""
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.host, self.port).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        return web.json_response({"status": "alive"}, dumps=_dumps)
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        conditions = self.readiness()
+        ready = all(conditions.values())
+        return web.json_response(
+            {"ready": ready, **conditions}, status=200 if ready else 503, dumps=_dumps
+        )
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        return web.Response(
+            body=generate_latest(self.metrics.registry),
+            headers={"Content-Type": CONTENT_TYPE_LATEST},
+        )
+
+
+def _dumps(obj: object) -> str:
+    return orjson.dumps(obj).decode()

@@ -1,0 +1,139 @@
+"""Logging: structlog, one JSON object a line on stderr (or console lines for people).
+
+JSON is the default; console rendering is used when stderr is a terminal or when
+asked for. Library logs (aio-pika, aiormq, aiohttp, asyncio) go through the standard
+`logging` module and are rendered the same way, so a log shipper sees one format.
+
+Payload text (alert data, runbooks, histories) can hold secrets: nothing in the worker
+logs it except at debug level, where `payload_logging_enabled()` says so.
+"""
+
+import logging
+import sys
+import traceback
+from typing import Any, TextIO, cast
+
+import orjson
+import structlog
+from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
+
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+_state = {"payloads": False}
+
+
+def _orjson_text(obj: Any, **_: Any) -> str:
+    # default=str: a stray non-JSON value (a Path, an exception) must not kill a log line.
+    return orjson.dumps(obj, default=str).decode()
+
+
+def _drop_color_message(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
+    # uvicorn/aiohttp-style duplicate of the message with ANSI codes.
+    event.pop("color_message", None)
+    return event
+
+
+def resolve_format(fmt: str | None, stream: TextIO) -> str:
+    if fmt in ("json", "console"):
+        return fmt
+    isatty = getattr(stream, "isatty", None)
+    return "console" if isatty is not None and isatty() else "json"
+
+
+def configure_logging(
+    level: str = "info", fmt: str | None = None, stream: TextIO | None = None
+) -> None:
+    """Configure structlog and the standard library for the whole process.
+
+    `fmt` is "json", "console" or None (console on a terminal, else JSON); `stream`
+    defaults to stderr.
+    """
+    out = stream if stream is not None else sys.stderr
+    numeric = _LEVELS.get(level, logging.INFO)
+    _state["payloads"] = numeric <= logging.DEBUG
+    shared: list[Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: Processor
+    if resolve_format(fmt, out) == "console":
+        renderer = structlog.dev.ConsoleRenderer(colors=getattr(out, "isatty", lambda: False)())
+        exc_processors: list[Processor] = []
+    else:
+        renderer = structlog.processors.JSONRenderer(serializer=_orjson_text)
+        exc_processors = [structlog.processors.format_exc_info]
+
+    structlog.configure(
+        processors=[
+            *shared,
+            structlog.processors.StackInfoRenderer(),
+            *exc_processors,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        cache_logger_on_first_use=True,
+    )
+
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name, _drop_color_message],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                *exc_processors,
+                renderer,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(numeric)
+    # aiormq logs every frame at debug level, bodies included: keep it quieter than the
+    # worker even at debug, unless asked through the logging module itself.
+    for noisy in ("aiormq", "aio_pika"):
+        logging.getLogger(noisy).setLevel(max(numeric, logging.INFO))
+    # One access log line per Prometheus scrape or probe is noise.
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def payload_logging_enabled() -> bool:
+    """True only at debug level: the one level allowed to log payload text."""
+    return _state["payloads"]
+
+
+def format_exception(exc: BaseException, include_messages: bool | None = None) -> str:
+    """A stack trace for the log.
+
+    Exception messages may quote the job (`KeyError('<alert text>')`), so unless
+    payload logging is on they are withheld: frames and exception types are what a
+    maintainer needs to find the bug, and the job itself is in the dead-letter queue.
+    """
+    if include_messages is None:
+        include_messages = payload_logging_enabled()
+    if include_messages:
+        return "".join(traceback.format_exception(exc))
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    parts = [
+        "Traceback (most recent call last):\n"
+        + "".join(traceback.format_tb(item.__traceback__))
+        + f"{type(item).__module__}.{type(item).__qualname__}: <message withheld>\n"
+        for item in reversed(chain)
+    ]
+    return "\nDuring handling of the above exception, another exception occurred:\n\n".join(parts)
+
+
+def get_logger(**context: Any) -> FilteringBoundLogger:
+    """A structlog logger bound to `context` (resolved against the current config)."""
+    return cast(FilteringBoundLogger, structlog.get_logger().bind(**context))

@@ -1,0 +1,150 @@
+"""The worker's RabbitMQ topology, in one place (SPEC §4).
+
+The worker declares it idempotently at start-up (and aio-pika re-declares it after a
+reconnect); `deploy/rabbitmq/definitions.json` describes the same objects for brokers
+that are provisioned ahead of time, and `rabbitmq_definitions` renders them in that
+format so the two can be compared by a test. RabbitMQ refuses (406
+PRECONDITION_FAILED) to re-declare a queue with different arguments, so every argument
+here is part of the deployment contract: change it only together with a migration.
+
+Dead-lettering is `at-least-once`: the broker keeps a dead-lettered job in the source
+queue until the dead-letter queue has confirmed it, so a job rejected as bad input is
+never lost on its way to inspection. RabbitMQ 3.10 needs the `stream_queue` feature flag
+for it (enabled on every 3.10 install that did not disable it) and `x-overflow:
+reject-publish`; without them it silently falls back to at-most-once.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
+
+DEFAULT_REQUEST_QUEUE = "build-prompt"
+DEFAULT_DEAD_LETTER = "build-prompt.dead"
+DEFAULT_REPLY_QUEUE = "build-prompt.replies"
+DEFAULT_DELIVERY_LIMIT = 5
+DEAD_LETTER_EXCHANGE_TYPE = "fanout"
+
+
+def request_queue_arguments(
+    dead_letter_exchange: str = DEFAULT_DEAD_LETTER,
+    delivery_limit: int = DEFAULT_DELIVERY_LIMIT,
+) -> dict[str, Any]:
+    """Arguments of the request queue (durable quorum queue)."""
+    return {
+        "x-queue-type": "quorum",
+        # A job that keeps killing or disconnecting its worker is dead-lettered after
+        # this many deliveries instead of looping forever.
+        "x-delivery-limit": delivery_limit,
+        "x-dead-letter-exchange": dead_letter_exchange,
+        "x-dead-letter-strategy": "at-least-once",
+        # Required by at-least-once dead-lettering; a producer publishing to a full
+        # queue gets a nack (an error it can act on) instead of a silent drop.
+        "x-overflow": "reject-publish",
+    }
+
+
+def dead_letter_queue_arguments() -> dict[str, Any]:
+    return {"x-queue-type": "quorum"}
+
+
+def reply_queue_arguments() -> dict[str, Any]:
+    return {"x-queue-type": "quorum"}
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    request_queue: str = DEFAULT_REQUEST_QUEUE
+    reply_queue: str = DEFAULT_REPLY_QUEUE
+    # Name of both the dead-letter exchange and the queue bound to it.
+    dead_letter: str = DEFAULT_DEAD_LETTER
+    delivery_limit: int = DEFAULT_DELIVERY_LIMIT
+
+    @property
+    def dead_letter_exchange(self) -> str:
+        return self.dead_letter
+
+    @property
+    def dead_letter_queue(self) -> str:
+        return self.dead_letter
+
+    def request_arguments(self) -> dict[str, Any]:
+        return request_queue_arguments(self.dead_letter_exchange, self.delivery_limit)
+
+    def queue_names(self) -> tuple[str, str, str]:
+        return (self.request_queue, self.reply_queue, self.dead_letter_queue)
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    request_queue: AbstractQueue
+    reply_queue: AbstractQueue
+    dead_letter_exchange: AbstractExchange
+    dead_letter_queue: AbstractQueue
+
+
+async def declare(channel: AbstractChannel, topology: Topology) -> Declared:
+    """Declare every object of `topology` on `channel` (idempotent).
+
+    The dead-letter side is declared first so no job can be dead-lettered into an
+    exchange that does not exist yet.
+    """
+    dlx = await channel.declare_exchange(
+        topology.dead_letter_exchange, aio_pika.ExchangeType.FANOUT, durable=True
+    )
+    dlq = await channel.declare_queue(
+        topology.dead_letter_queue, durable=True, arguments=dead_letter_queue_arguments()
+    )
+    await dlq.bind(dlx, routing_key="")
+    replies = await channel.declare_queue(
+        topology.reply_queue, durable=True, arguments=reply_queue_arguments()
+    )
+    requests = await channel.declare_queue(
+        topology.request_queue, durable=True, arguments=topology.request_arguments()
+    )
+    return Declared(requests, replies, dlx, dlq)
+
+
+def rabbitmq_definitions(topology: Topology | None = None, vhost: str = "/") -> dict[str, Any]:
+    """The topology in RabbitMQ's definitions format (the `queues`, `exchanges` and
+    `bindings` sections of `rabbitmqctl export_definitions`)."""
+    topology = topology or Topology()
+
+    def queue(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "name": name,
+            "vhost": vhost,
+            "durable": True,
+            "auto_delete": False,
+            "arguments": arguments,
+        }
+
+    return {
+        "queues": [
+            queue(topology.request_queue, topology.request_arguments()),
+            queue(topology.dead_letter_queue, dead_letter_queue_arguments()),
+            queue(topology.reply_queue, reply_queue_arguments()),
+        ],
+        "exchanges": [
+            {
+                "name": topology.dead_letter_exchange,
+                "vhost": vhost,
+                "type": DEAD_LETTER_EXCHANGE_TYPE,
+                "durable": True,
+                "auto_delete": False,
+                "internal": False,
+                "arguments": {},
+            }
+        ],
+        "bindings": [
+            {
+                "source": topology.dead_letter_exchange,
+                "vhost": vhost,
+                "destination": topology.dead_letter_queue,
+                "destination_type": "queue",
+                "routing_key": "",
+                "arguments": {},
+            }
+        ],
+    }
