@@ -1,35 +1,41 @@
 """The goal block of the system prompt (seed 003's example, exactly as SPEC.md §10)."""
 
-from schemas.system_prompt import CheckpointStatus, Goal
+from schemas.system_prompt import (
+    ArtifactAction,
+    CheckpointStatus,
+    Goal,
+    GoalPriority,
+    GoalStatus,
+)
 
-_CHECKPOINT_LINE: dict[CheckpointStatus, str] = {
-    CheckpointStatus.COMPLETED: "✅ {n}. {description}",
-    CheckpointStatus.IN_PROGRESS: "🔄 {n}. {description} (IN PROGRESS)",
-    CheckpointStatus.PENDING: "⏳ {n}. {description}",
+# Labels looked up by member rather than computed from `.value`: enum attribute access
+# is slow enough on Python 3.11 to be a third of this function's time.
+_PRIORITY = {priority: f"Priority: {priority.value.capitalize()}" for priority in GoalPriority}
+_STATUS = {status: f"Status: {status.value.capitalize()}" for status in GoalStatus}
+_ACTION = {action: f"- {action.value.capitalize()}: " for action in ArtifactAction}
+_CHECKPOINT = {
+    CheckpointStatus.COMPLETED: ("✅ ", ""),
+    CheckpointStatus.IN_PROGRESS: ("🔄 ", " (IN PROGRESS)"),
+    CheckpointStatus.PENDING: ("⏳ ", ""),
 }
 
 
 def render_goal(goal: Goal) -> str:
     """The block as text. It is never shortened: goals survive any budget (seed 003)."""
-    lines = [
-        f"CURRENT GOAL: {goal.description}",
-        f"Priority: {goal.priority.value.capitalize()}",
-        f"Status: {goal.status.value.capitalize()}",
-    ]
+    lines = [f"CURRENT GOAL: {goal.description}", _PRIORITY[goal.priority], _STATUS[goal.status]]
     if goal.checkpoints:
-        lines += ["", "Checkpoints:"]
-        lines += [
-            _CHECKPOINT_LINE[checkpoint.status].format(n=n, description=checkpoint.description)
-            for n, checkpoint in enumerate(goal.checkpoints, start=1)
-        ]
+        lines += ("", "Checkpoints:")
+        for n, checkpoint in enumerate(goal.checkpoints, start=1):
+            mark, note = _CHECKPOINT[checkpoint.status]
+            lines.append(f"{mark}{n}. {checkpoint.description}{note}")
     if goal.decisions:
-        lines += ["", "Key Decisions:"]
+        lines += ("", "Key Decisions:")
         for decision in goal.decisions:
             if decision.locked:
                 lines.append(f"🔒 {decision.description} (locked)")
             else:
                 lines.append(f"- {decision.description}")
     if goal.artifacts:
-        lines += ["", "Artifacts:"]
-        lines += [f"- {a.action.value.capitalize()}: {a.path}" for a in goal.artifacts]
+        lines += ("", "Artifacts:")
+        lines += [_ACTION[artifact.action] + artifact.path for artifact in goal.artifacts]
     return "\n".join(lines)
