@@ -44,9 +44,18 @@ FIELDS: dict[str, tuple[tuple[str, Shape], ...]] = {
         ("mcp_summarization.result_text", TEXT),
     ),
     "executive_summary": (("executive_summary.final_analysis", TEXT),),
-    "legacy": (("legacy.alert_data", DATA),),
+    "legacy": (
+        ("legacy.alert_data", DATA),
+        ("legacy.runbook_content", TEXT),
+        ("legacy.previous_stage_context", TEXT),
+        ("legacy.react_history", DATA),
+        # Whole records: tool results and errors, partial analyses, call parameters.
+        ("legacy.iteration_history", DATA),
+    ),
+    # The skill's content is configured instructions, its tools producer metadata.
     "skill_react": (),
-    "skill_error_observation": (),
+    "skill_error_observation": (("skill_error_observation.error", TEXT),),
+    # Goal, skills and additional instructions are configured or producer-written.
     "system_prompt": (),
 }
 
