@@ -1,0 +1,225 @@
+"""`prompt-worker rerender`: what would the pipeline send now for past sessions?
+
+Each input line is a job, or {"job": {...}, "messages": [...]} where "messages" (or
+"expected_messages") is what was sent before. Output: one record per non-blank input
+line, in input order: the reply, without meta.render_ms, with "line" (the input line
+number) and, for lines with prior messages, "drift": same | changed | error. A bad
+line gets an error record too ("bad_line": true), so the output stays aligned.
+
+Engines: --local (default) renders here on all cores; --broker publishes to the
+worker fleet. Ctrl-C leaves a valid partial output; --resume continues it.
+Exit 0 when every job rendered (drift included, unless --fail-on-drift), 1 when any
+job errored, 2 for usage, configuration, input or broker problems, 130 on Ctrl-C.
+See docs/RERENDER.md.
+"""
+
+import argparse
+import os
+import sys
+from urllib.parse import urlsplit
+
+from worker.commands.common import add_config_argument, load_config_or_exit
+from worker.config import ConfigError
+from worker.rerender.progress import MODES
+from worker.rerender.run import (
+    DEFAULT_DIFF_LIMIT,
+    EXIT_USAGE,
+    Options,
+    RerenderError,
+    default_workers,
+)
+from worker.rerender.run import (
+    run as run_rerender,
+)
+from worker.rerender.sink import Engine
+
+AMQP_URL_ENV = "PROMPT_WORKER_AMQP_URL"
+REQUEST_QUEUE_ENV = "PROMPT_WORKER_REQUEST_QUEUE"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    parser = sub.add_parser(
+        "rerender",
+        help="re-render past jobs (JSON Lines) and report drift from what was sent",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("input", metavar="INPUT.jsonl", help="jobs, one a line; - for stdin")
+    parser.add_argument(
+        "--out", required=True, metavar="OUTPUT.jsonl", help="records, one per input line"
+    )
+    engine = parser.add_mutually_exclusive_group()
+    engine.add_argument(
+        "--local",
+        dest="broker",
+        action="store_const",
+        const=None,
+        help="render in this process and its children, no broker (default)",
+    )
+    engine.add_argument(
+        "--broker",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="AMQP_URL",
+        help=f"render through the worker fleet; URL default ${AMQP_URL_ENV}, "
+        "else amqp://guest:guest@127.0.0.1:5672/ (write --broker=URL after INPUT)",
+    )
+    local = parser.add_argument_group("local engine")
+    local.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help=f"render processes (default: the usable cores, here {default_workers()})",
+    )
+    add_config_argument(parser)
+    broker = parser.add_argument_group("broker engine")
+    broker.add_argument(
+        "--request-queue",
+        default=None,
+        metavar="NAME",
+        help=f"the fleet's request queue (${REQUEST_QUEUE_ENV}; default build-prompt)",
+    )
+    broker.add_argument(
+        "--window",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="input lines in flight between the writer and the newest job (default 256)",
+    )
+    broker.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="wait for a reply this long, then publish once more, then record a timeout "
+        "(default 60)",
+    )
+    report = parser.add_argument_group("report and diffs")
+    report.add_argument("--report", metavar="PATH", help="write the drift report as JSON")
+    report.add_argument(
+        "--diff-dir",
+        metavar="DIR",
+        help="where unified diffs of changed jobs go (default OUTPUT.jsonl.diffs)",
+    )
+    diffs = report.add_mutually_exclusive_group()
+    diffs.add_argument(
+        "--diff-limit",
+        type=_count,
+        default=DEFAULT_DIFF_LIMIT,
+        metavar="N",
+        help=f"diffs of the first N changed jobs (default {DEFAULT_DIFF_LIMIT})",
+    )
+    diffs.add_argument("--all-diffs", action="store_true", help="a diff for every changed job")
+    report.add_argument(
+        "--fail-on-drift",
+        action="store_true",
+        help="exit 1 when any job changed or failed to render (for CI)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run: keep the complete records in OUTPUT, "
+        "skip the input lines they answer",
+    )
+    parser.add_argument(
+        "--progress",
+        choices=MODES,
+        default="auto",
+        help="bar on a terminal, JSON log lines otherwise (auto); or off",
+    )
+    parser.add_argument(
+        "--log-interval",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between progress log lines (default 10)",
+    )
+    parser.set_defaults(func=run)
+
+
+def _broker_engine(args: argparse.Namespace) -> Engine:
+    # Imported here: the local engine must not pay for aio-pika at start-up.
+    from worker.rerender.broker import DEFAULT_TIMEOUT, DEFAULT_WINDOW, BrokerEngine
+    from worker.settings import DEFAULT_AMQP_URL
+    from worker.topology import DEFAULT_REQUEST_QUEUE
+
+    url = args.broker or os.environ.get(AMQP_URL_ENV) or DEFAULT_AMQP_URL
+    parts = urlsplit(url)
+    if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
+        raise RerenderError(
+            f"--broker: expected amqp://user:password@host:port/vhost, got {url!r} "
+            "(give the URL as --broker=URL, or put INPUT before --broker)"
+        )
+    queue = args.request_queue or os.environ.get(REQUEST_QUEUE_ENV) or DEFAULT_REQUEST_QUEUE
+    return BrokerEngine(
+        url,
+        queue,
+        window=args.window or DEFAULT_WINDOW,
+        timeout=args.timeout or DEFAULT_TIMEOUT,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    options = Options(
+        input=args.input,
+        output=args.out,
+        report=args.report,
+        diff_dir=args.diff_dir,
+        diff_limit=None if args.all_diffs else args.diff_limit,
+        resume=args.resume,
+        fail_on_drift=args.fail_on_drift,
+        progress=args.progress,
+        log_interval=args.log_interval,
+    )
+    versions = None
+    try:
+        engine: Engine
+        if args.broker is not None:
+            engine = _broker_engine(args)
+        else:
+            from worker.render import Renderer
+            from worker.rerender.local import LocalEngine
+
+            config = load_config_or_exit(args.config)
+            try:
+                renderer = Renderer(config)
+            except ConfigError as exc:  # a family's start-up check of the configuration
+                raise RerenderError(f"configuration error: {exc}") from None
+            versions = renderer.template_versions()
+            engine = LocalEngine(renderer, args.workers or default_workers())
+        return run_rerender(options, engine, renderer_template_versions=versions)
+    except RerenderError as exc:
+        print(f"prompt-worker rerender: {exc}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,378 @@
+"""The broker engine: re-render through the worker fleet, over RabbitMQ.
+
+Jobs are published to the request queue (publisher confirms, persistent) with at most
+`window` input lines between the first unwritten one and the newest published one:
+that bounds the reorder buffer and the load put on the fleet. Replies come back on an
+exclusive queue of this run, matched by correlation id (`<run token>.<sequence>`).
+
+Delivery is at-least-once: a worker killed mid-job has its job redelivered, and a job
+without a reply within `timeout` is published once more, so a reply can arrive twice;
+only the first is used. A job still without a reply after its second attempt becomes
+an error record with code `timeout`. Nothing is dropped silently: every input line
+gets a record, in input order.
+
+Bad input lines are never published (they would only be dead-lettered): they get the
+same error records the local engine writes.
+"""
+
+import asyncio
+import contextlib
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aio_pika
+import orjson
+from aio_pika.abc import AbstractConnection, AbstractExchange, AbstractIncomingMessage
+
+from schemas.reply import ErrorCode
+from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_block
+from worker.rerender.records import ChunkBuilder
+from worker.rerender.sink import EngineError, Sink
+
+DEFAULT_WINDOW = 256
+DEFAULT_TIMEOUT = 60.0
+CONNECT_TIMEOUT = 10.0
+ATTEMPTS = 2
+# After Ctrl-C, wait this long at most for replies already under way, so the fleet's
+# answers are not published to a reply queue that no longer exists.
+STOP_GRACE_SECONDS = 10.0
+_TICK_SECONDS = 0.1
+# Records handed to the sink at once (besides every tick).
+_EMIT_RECORDS = 512
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages and the report."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@dataclass(slots=True)
+class _Pending:
+    """One input line between reading and writing."""
+
+    number: int
+    line: Line | None  # None: a blank line, written as nothing
+    end_offset: int
+    attempts: int = 0
+    # When the current attempt counts as lost; None while its publish awaits a confirm.
+    deadline: float | None = None
+    last_failure: str | None = None
+    reply: dict[str, Any] | None = None
+    done: bool = False
+
+
+class BrokerEngine:
+    name = "broker"
+
+    def __init__(
+        self,
+        url: str,
+        request_queue: str,
+        *,
+        window: int = DEFAULT_WINDOW,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.url = url
+        self.request_queue = request_queue
+        self.window = max(1, window)
+        self.timeout = timeout
+        self.published = 0
+        self.retries = 0
+        self.timeouts = 0
+        self.duplicates = 0
+        self._token = uuid.uuid4().hex
+        self._pending: dict[int, _Pending] = {}
+        self._next_seq = 0
+        self._next_write = 0
+        self._builder: ChunkBuilder | None = None
+        self._built = 0
+        self._last_line = 0
+        self._last_offset = 0
+        self._room = asyncio.Event()
+        self._failure: str | None = None
+        self._closing = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sink: Sink | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "engine": self.name,
+            "broker": {
+                "url": redact_url(self.url),
+                "request_queue": self.request_queue,
+                "window": self.window,
+                "timeout_s": self.timeout,
+                "published": self.published,
+                "retries": self.retries,
+                "timeouts": self.timeouts,
+                "duplicate_replies": self.duplicates,
+            },
+        }
+
+    def run(self, blocks: Iterator[Block], sink: Sink, stop: threading.Event) -> None:
+        asyncio.run(self._run(blocks, sink, stop))
+        if self._failure is not None:
+            raise EngineError(self._failure)
+
+    # -- connection ------------------------------------------------------------------
+
+    async def _connect(self) -> AbstractConnection:
+        try:
+            return await aio_pika.connect(self.url, timeout=CONNECT_TIMEOUT)
+        except TimeoutError:
+            reason = f"no answer within {CONNECT_TIMEOUT:g} s"
+        except Exception as exc:  # refused, DNS, TLS, authentication: all one message
+            reason = str(exc) or type(exc).__name__
+        raise EngineError(f"cannot reach the broker at {redact_url(self.url)}: {reason}")
+
+    async def _check_request_queue(self, connection: AbstractConnection, sink: Sink) -> None:
+        # A passive declare on a throwaway channel: a missing queue closes that channel.
+        # Declaring it here instead would need the fleet's exact queue arguments.
+        probe = await connection.channel()
+        try:
+            queue = await probe.declare_queue(self.request_queue, passive=True)
+        except aio_pika.exceptions.ChannelNotFoundEntity:
+            raise EngineError(
+                f"the request queue {self.request_queue!r} does not exist on "
+                f"{redact_url(self.url)}: start `prompt-worker serve` (it declares the queue) "
+                "or pass the fleet's --request-queue"
+            ) from None
+        consumers = queue.declaration_result.consumer_count
+        if not probe.is_closed:
+            await probe.close()
+        if not consumers:
+            sink.warn(
+                f"no worker is consuming {self.request_queue!r} yet: jobs wait in the queue; "
+                f"one without a reply after {ATTEMPTS} x {self.timeout:g} s is recorded as a timeout"
+            )
+
+    def _on_close(self, sender: Any, exc: BaseException | None = None, *_: Any) -> None:
+        if not self._closing and self._failure is None:
+            reason = f": {exc}" if exc else ""
+            self._failure = f"lost the connection to the broker{reason}"
+            self._room.set()
+
+    # -- the run -----------------------------------------------------------------------
+
+    async def _run(self, blocks: Iterator[Block], sink: Sink, stop: threading.Event) -> None:
+        self._room = asyncio.Event()
+        self._sink = sink
+        connection = await self._connect()
+        try:
+            await self._check_request_queue(connection, sink)
+            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+            reply_queue = await channel.declare_queue(
+                f"prompt-worker.rerender.{self._token}", exclusive=True, auto_delete=True
+            )
+            await reply_queue.consume(self._on_reply, no_ack=True)
+            connection.close_callbacks.add(self._on_close)
+            ticker = asyncio.create_task(
+                self._tick(sink, stop, channel.default_exchange, reply_queue.name)
+            )
+            try:
+                await self._feed(blocks, channel.default_exchange, reply_queue.name, sink, stop)
+                await self._drain(stop)
+            finally:
+                ticker.cancel()
+                await asyncio.gather(ticker, return_exceptions=True)
+                self._flush(sink)
+                self._emit(sink)
+        finally:
+            self._closing = True
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await connection.close()
+
+    async def _feed(
+        self,
+        blocks: Iterator[Block],
+        exchange: AbstractExchange,
+        reply_to: str,
+        sink: Sink,
+        stop: threading.Event,
+    ) -> None:
+        """Read lines and publish their jobs, never more than `window` ahead of the writer."""
+        for block in blocks:
+            offset = block.end_offset - len(block.data)
+            for number, raw in split_block(block):
+                offset += len(raw) + 1
+                while len(self._pending) >= self.window and not self._halted(stop):
+                    self._room.clear()
+                    await self._room.wait()
+                if self._halted(stop):
+                    return
+                seq = self._next_seq
+                self._next_seq += 1
+                end = min(offset, block.end_offset)
+                if not raw.strip():
+                    self._pending[seq] = _Pending(number, None, end, done=True)
+                    continue
+                line = parse_line(raw, number)
+                pending = _Pending(number, line, end)
+                self._pending[seq] = pending
+                if line.body is None:
+                    pending.reply, pending.done = bad_line_reply(line), True
+                else:
+                    self._publish(seq, pending, exchange, reply_to)
+            self._flush(sink)
+
+    def _halted(self, stop: threading.Event) -> bool:
+        return stop.is_set() or self._failure is not None
+
+    async def _drain(self, stop: threading.Event) -> None:
+        """Wait until every line is written, the run failed, or a stop's grace ran out."""
+        loop = asyncio.get_running_loop()
+        grace_until: float | None = None
+        while self._pending and self._failure is None:
+            if stop.is_set():
+                if grace_until is None:
+                    grace_until = loop.time() + min(self.timeout, STOP_GRACE_SECONDS)
+                in_flight = any(p.line is not None and not p.done for p in self._pending.values())
+                if not in_flight or loop.time() >= grace_until:
+                    return
+            self._room.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._room.wait(), _TICK_SECONDS)
+
+    def _publish(
+        self, seq: int, pending: _Pending, exchange: AbstractExchange, reply_to: str
+    ) -> None:
+        task = asyncio.create_task(self._publish_once(seq, pending, exchange, reply_to))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _publish_once(
+        self, seq: int, pending: _Pending, exchange: AbstractExchange, reply_to: str
+    ) -> None:
+        line = pending.line
+        assert line is not None and line.body is not None
+        pending.attempts += 1
+        pending.deadline = None
+        message = aio_pika.Message(
+            line.body,
+            content_type="application/json",
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            correlation_id=f"{self._token}.{seq}",
+            reply_to=reply_to,
+            message_id=line.job_id,
+        )
+        loop = asyncio.get_running_loop()
+        try:
+            await exchange.publish(
+                message, routing_key=self.request_queue, mandatory=True, timeout=self.timeout
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # nack, unroutable, timeout: this attempt is lost
+            pending.last_failure = f"publish failed: {exc or type(exc).__name__}"
+            pending.deadline = loop.time()
+            return
+        self.published += 1
+        pending.deadline = loop.time() + self.timeout
+
+    async def _on_reply(self, message: AbstractIncomingMessage) -> None:
+        token, _, seq_text = (message.correlation_id or "").rpartition(".")
+        seq = int(seq_text) if token == self._token and seq_text.isdigit() else -1
+        pending = self._pending.get(seq)
+        if pending is None or pending.done:
+            # Already answered (at-least-once delivery or a retry's twin): keep the first.
+            self.duplicates += 1
+            return
+        try:
+            reply = orjson.loads(message.body)
+            if not isinstance(reply, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            line = pending.line
+            reply = {
+                "job_id": line.job_id if line else None,
+                "status": "error",
+                "kind": line.kind if line else None,
+                "error": {
+                    "code": ErrorCode.INTERNAL.value,
+                    "message": f"unreadable reply from the worker: {exc}",
+                    "details": [],
+                },
+            }
+        pending.reply, pending.done = reply, True
+        if pending.line is not None:
+            pending.line.body = None  # the job is answered; free it before it is written
+        if self._sink is not None:
+            self._flush(self._sink)
+        self._room.set()
+
+    async def _tick(
+        self, sink: Sink, stop: threading.Event, exchange: AbstractExchange, reply_to: str
+    ) -> None:
+        """Retries, timeouts and writing, every tick."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(_TICK_SECONDS)
+            now = loop.time()
+            for seq, pending in self._pending.items():
+                if pending.done or pending.deadline is None or now < pending.deadline:
+                    continue
+                if stop.is_set():
+                    continue  # no new attempts once the operator asked to stop
+                if pending.attempts < ATTEMPTS:
+                    self.retries += 1
+                    self._publish(seq, pending, exchange, reply_to)
+                else:
+                    self.timeouts += 1
+                    pending.reply, pending.done = self._timeout_reply(pending), True
+            self._flush(sink)
+            self._emit(sink)
+            if stop.is_set():
+                self._room.set()
+
+    def _timeout_reply(self, pending: _Pending) -> dict[str, Any]:
+        line = pending.line
+        assert line is not None
+        reason = pending.last_failure or f"no reply within {self.timeout:g} s"
+        return {
+            "job_id": line.job_id,
+            "status": "error",
+            "kind": line.kind,
+            "error": {
+                "code": ErrorCode.TIMEOUT.value,
+                "message": f"{reason} (after {pending.attempts} attempts)",
+                "details": [],
+            },
+        }
+
+    def _flush(self, sink: Sink) -> None:
+        """Move the answered lines at the head, in order, into the chunk being built."""
+        while True:
+            pending = self._pending.get(self._next_write)
+            if pending is None or not pending.done:
+                break
+            del self._pending[self._next_write]
+            self._next_write += 1
+            if self._builder is None:
+                self._builder = ChunkBuilder(sink.diff_budget())
+            if pending.line is None:
+                self._builder.blank()
+            else:
+                assert pending.reply is not None
+                self._builder.add(pending.line, pending.reply)
+            self._last_line = pending.number
+            self._built += 1
+            self._last_offset = pending.end_offset
+            self._room.set()
+        if self._built >= _EMIT_RECORDS:
+            self._emit(sink)
+
+    def _emit(self, sink: Sink) -> None:
+        if self._builder is None:
+            return
+        builder, self._builder, self._built = self._builder, None, 0
+        sink.accept(builder.result(self._last_line, self._last_offset))

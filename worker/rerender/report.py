@@ -1,0 +1,123 @@
+"""The drift report: a JSON document (`--report`) and the summary printed at the end."""
+
+from collections import Counter
+from typing import Any, TextIO
+
+from worker.rerender.drift import CHANGED, ERROR, SAME
+from worker.rerender.records import Tally
+
+UNKNOWN_KIND = "(unknown)"
+
+
+def _by_kind(tally: Tally) -> dict[str, dict[str, int]]:
+    kinds: dict[str, Counter[str]] = {}
+    for (kind, status, _, drift), n in tally.outcomes.items():
+        row = kinds.setdefault(kind or UNKNOWN_KIND, Counter())
+        row["records"] += n
+        row[status] += n
+        if drift:
+            row["drift_" + drift] += n
+    columns = ("records", "ok", "error", "drift_same", "drift_changed", "drift_error")
+    return {kind: {c: row[c] for c in columns} for kind, row in sorted(kinds.items())}
+
+
+def build_report(
+    *,
+    tally: Tally,
+    run_tally: Tally,
+    input_path: str,
+    output_path: str,
+    engine: dict[str, Any],
+    interrupted: bool,
+    resumed_after_line: int,
+    elapsed_s: float,
+    renderer_template_versions: dict[str, str] | None,
+    diff_dir: str,
+    diffs_written: int,
+    diff_limit: int | None,
+) -> dict[str, Any]:
+    """Totals over the whole output file (resumed part included); rates for this run."""
+    errors: Counter[str] = Counter()
+    for (_, status, code, _), n in tally.outcomes.items():
+        if status == "error":
+            errors[code] += n
+    drift = {SAME: tally.drift(SAME), CHANGED: tally.drift(CHANGED), ERROR: tally.drift(ERROR)}
+    run_jobs = run_tally.records
+    return {
+        "status": "interrupted" if interrupted else "complete",
+        "input": input_path,
+        "output": output_path,
+        **engine,
+        "resumed_after_line": resumed_after_line,
+        "elapsed_s": round(elapsed_s, 3),
+        "this_run": {
+            "records": run_jobs,
+            "jobs_per_s": round(run_jobs / elapsed_s, 1) if elapsed_s > 0 else None,
+            "mean_render_ms": round(run_tally.render_ms / run_tally.timed, 3)
+            if run_tally.timed
+            else None,
+        },
+        "totals": {
+            "records": tally.records,
+            "ok": tally.records - tally.errors,
+            "error": tally.errors,
+            "bad_lines": tally.bad_lines,
+            "blank_lines": tally.blank_lines,
+            "with_prior_messages": sum(drift.values()),
+            "drift": drift,
+        },
+        "errors_by_code": dict(sorted(errors.items())),
+        "by_kind": _by_kind(tally),
+        "template_versions": [
+            {"family": family, "template_version": version, "records": n}
+            for (family, version), n in sorted(tally.versions.items())
+        ],
+        "renderer_template_versions": renderer_template_versions,
+        "diffs": {
+            "dir": diff_dir,
+            "written": diffs_written,
+            "limit": diff_limit,
+        },
+        "bad_lines": [{"line": line, "reason": reason} for line, reason in tally.bad_samples],
+    }
+
+
+def print_summary(report: dict[str, Any], stream: TextIO) -> None:
+    totals = report["totals"]
+    drift = totals["drift"]
+    run = report["this_run"]
+    rate = f", {run['jobs_per_s']:,.0f} jobs/s" if run["jobs_per_s"] else ""
+    lines = [
+        f"rerender {report['status']}: {totals['records']:,} records in {report['output']}"
+        f" ({run['records']:,} this run in {report['elapsed_s']:.1f} s{rate})",
+    ]
+    if report["resumed_after_line"]:
+        lines.append(f"  resumed after input line {report['resumed_after_line']:,}")
+    errors = ", ".join(f"{code} {n:,}" for code, n in report["errors_by_code"].items())
+    lines.append(
+        f"  ok {totals['ok']:,}, error {totals['error']:,}"
+        + (f" ({errors})" if errors else "")
+        + f", bad input lines {totals['bad_lines']:,}"
+    )
+    if totals["with_prior_messages"]:
+        lines.append(
+            f"  drift: same {drift[SAME]:,}, changed {drift[CHANGED]:,}, error {drift[ERROR]:,}"
+            f" (of {totals['with_prior_messages']:,} lines with prior messages)"
+        )
+        for kind, row in report["by_kind"].items():
+            if row["drift_same"] + row["drift_changed"] + row["drift_error"]:
+                lines.append(
+                    f"    {kind}: same {row['drift_same']:,}, changed {row['drift_changed']:,},"
+                    f" error {row['drift_error']:,}"
+                )
+    for item in report["template_versions"]:
+        lines.append(f"  template {item['template_version']}: {item['records']:,} records")
+    diffs = report["diffs"]
+    if diffs["written"]:
+        lines.append(f"  diffs: {diffs['written']:,} written to {diffs['dir']}")
+    elif drift[CHANGED]:
+        lines.append("  diffs: none written (--diff-limit 0)")
+    for sample in report["bad_lines"][:5]:
+        lines.append(f"  {sample['reason']}")
+    stream.write("\n".join(lines) + "\n")
+    stream.flush()

@@ -1,0 +1,254 @@
+"""One rerender run: input -> engine -> ordered output, diffs, progress, report, exit code."""
+
+import os
+import signal
+import sys
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import BinaryIO, TextIO
+
+import orjson
+
+from worker.rerender.drift import CHANGED, ERROR, DiffWriter
+from worker.rerender.lines import BLOCK_BYTES, LineReader
+from worker.rerender.output import OutputError, ResumePoint, resume_point
+from worker.rerender.progress import Progress, make_progress
+from worker.rerender.records import ChunkResult, Tally
+from worker.rerender.report import build_report, print_summary
+from worker.rerender.sink import Engine, EngineError
+
+DEFAULT_DIFF_LIMIT = 100
+# Bad lines are also listed in the report; on the terminal the first few are enough.
+MAX_BAD_LINE_NOTES = 20
+
+EXIT_OK = 0
+EXIT_JOB_ERRORS = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class RerenderError(Exception):
+    """A usage, input or configuration problem: one line for the operator, exit 2."""
+
+
+def default_workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    input: str
+    output: str
+    report: str | None = None
+    diff_dir: str | None = None
+    # None: every changed job gets its diff.
+    diff_limit: int | None = DEFAULT_DIFF_LIMIT
+    resume: bool = False
+    fail_on_drift: bool = False
+    progress: str = "auto"
+    log_interval: float = 10.0
+    block_bytes: int = BLOCK_BYTES
+
+
+class OutputSink:
+    """Writes chunks in order (whole lines only), tallies them, writes diffs, shows progress."""
+
+    def __init__(
+        self,
+        stream: BinaryIO,
+        *,
+        resume: bool,
+        diffs: DiffWriter,
+        progress: Progress,
+        total: Tally,
+    ) -> None:
+        self._stream = stream
+        self._started = resume  # a resumed file is appended to, never truncated
+        self.diffs = diffs
+        self.progress = progress
+        self.total = total
+        self.run = Tally()
+        self._bad_noted = 0
+
+    def begin(self) -> None:
+        """Start a fresh output (deferred so a run that cannot start leaves the file be)."""
+        if not self._started:
+            self._started = True
+            self._stream.truncate(0)
+
+    def diff_budget(self) -> int:
+        return self.diffs.budget()
+
+    def accept(self, chunk: ChunkResult) -> None:
+        self.begin()
+        # One write of whole lines, flushed: an interruption between chunks leaves a
+        # file of complete records; a kill inside a write leaves a torn line --resume cuts.
+        self._stream.write(chunk.output)
+        self._stream.flush()
+        self.run.merge(chunk.tally)
+        self.total.merge(chunk.tally)
+        for diff in chunk.diffs:
+            self.diffs.write(diff.line, diff.job_id, diff.text)
+        for _line, reason in chunk.tally.bad_samples:
+            if self._bad_noted < MAX_BAD_LINE_NOTES:
+                self.progress.note(f"skipped bad line: {reason}")
+            elif self._bad_noted == MAX_BAD_LINE_NOTES:
+                self.progress.note("more bad lines: they are listed in the report")
+            self._bad_noted += 1
+        self.progress.update(
+            jobs=self.run.records,
+            offset=chunk.end_offset,
+            errors=self.total.errors,
+            changed=self.total.drift(CHANGED),
+        )
+
+    def warn(self, message: str) -> None:
+        self.progress.note(message)
+
+
+def _open_input(path: str) -> tuple[BinaryIO, int | None]:
+    if path == "-":
+        return sys.stdin.buffer, None
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 -- closed by run()
+    except FileNotFoundError:
+        raise RerenderError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise RerenderError(f"{path}: is a directory, expected a JSON-lines file") from None
+    except OSError as exc:
+        raise RerenderError(f"{path}: cannot read: {exc.strerror}") from None
+    return stream, os.fstat(stream.fileno()).st_size
+
+
+def _open_output(path: Path, input_path: str) -> BinaryIO:
+    if input_path != "-" and path.exists() and path.samefile(input_path):
+        raise RerenderError(f"{path}: the output would overwrite the input")
+    try:
+        # Append mode creates the file without truncating it: a run that fails before
+        # its first record (say, broker unreachable) leaves an earlier output intact.
+        return open(path, "ab")
+    except OSError as exc:
+        raise RerenderError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def run(
+    options: Options,
+    engine: Engine,
+    *,
+    renderer_template_versions: dict[str, str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    started = time.monotonic()
+    output = Path(options.output)
+    with ExitStack() as cleanup:
+        input_stream, input_bytes = _open_input(options.input)
+        cleanup.callback(input_stream.close)
+        try:
+            point = resume_point(output) if options.resume else ResumePoint()
+        except OutputError as exc:
+            raise RerenderError(str(exc)) from None
+        out_stream = _open_output(output, options.input)
+        cleanup.callback(out_stream.close)
+        reader = LineReader(input_stream, options.block_bytes)
+        if point.last_line:
+            skipped = reader.skip(point.last_line)
+            if skipped < point.last_line:
+                raise RerenderError(
+                    f"{output} answers input lines up to {point.last_line:,} but "
+                    f"{options.input} has only {skipped:,} lines: is it the same input?"
+                )
+        diff_dir = Path(options.diff_dir) if options.diff_dir else Path(f"{output}.diffs")
+        diffs = DiffWriter(diff_dir, options.diff_limit, resume=options.resume)
+        progress = make_progress(
+            options.progress,
+            total_bytes=input_bytes,
+            start_offset=reader.offset,
+            interval=options.log_interval,
+            stream=err,
+        )
+        cleanup.callback(progress.close)
+        if point.truncated_bytes:
+            progress.note(f"cut a torn last line ({point.truncated_bytes} bytes) off {output}")
+        if point.last_line:
+            progress.note(f"resuming after input line {point.last_line:,}")
+        sink = OutputSink(
+            out_stream, resume=options.resume, diffs=diffs, progress=progress, total=point.tally
+        )
+        stop = threading.Event()
+        failure = _run_engine(engine, reader, sink, stop)
+        if failure is None:
+            sink.begin()  # an empty input still yields an (empty) fresh output
+
+    interrupted = stop.is_set()
+    if failure is not None and not sink.run.records and not point.last_line:
+        err.write(f"rerender: error: {failure}\n")
+        return EXIT_USAGE
+    report = build_report(
+        tally=sink.total,
+        run_tally=sink.run,
+        input_path=options.input,
+        output_path=str(output),
+        engine=engine.describe(),
+        interrupted=interrupted or failure is not None,
+        resumed_after_line=point.last_line,
+        elapsed_s=time.monotonic() - started,
+        renderer_template_versions=renderer_template_versions,
+        diff_dir=str(diff_dir),
+        diffs_written=diffs.written,
+        diff_limit=options.diff_limit,
+    )
+    print_summary(report, out)
+    if options.report:
+        try:
+            Path(options.report).write_bytes(
+                orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
+            )
+        except OSError as exc:
+            err.write(f"rerender: error: {options.report}: cannot write: {exc.strerror}\n")
+            return EXIT_USAGE
+    if failure is not None:
+        err.write(
+            f"rerender: error: {failure}; the output so far is complete and in order: "
+            "re-run with --resume to continue\n"
+        )
+        return EXIT_USAGE
+    if interrupted:
+        err.write("rerender: interrupted; re-run with --resume to continue\n")
+        return EXIT_INTERRUPTED
+    if sink.total.errors:
+        return EXIT_JOB_ERRORS
+    if options.fail_on_drift and (sink.total.drift(CHANGED) or sink.total.drift(ERROR)):
+        return EXIT_JOB_ERRORS
+    return EXIT_OK
+
+
+def _run_engine(
+    engine: Engine, reader: LineReader, sink: OutputSink, stop: threading.Event
+) -> str | None:
+    """Run the engine with Ctrl-C turned into a graceful stop; the failure, if any."""
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt  # second Ctrl-C: stop now (--resume copes)
+        stop.set()
+
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
+    try:
+        engine.run(reader.blocks(), sink, stop)
+    except EngineError as exc:
+        return str(exc)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous)
+    return None
