@@ -207,3 +207,36 @@ def test_contributors_that_do_not_apply_leave_every_reply_identical() -> None:
     for case in CASES:
         body = json.dumps(case["job"])
         assert renderer_with.render(body).messages == plain.render(body).messages
+
+
+def test_agent_filter_matches_the_legacy_payload_agent_name() -> None:
+    """Legacy (seed-001) jobs carry their agent in `legacy.agent_name`, not in `stage`."""
+    from worker.config import parse_config
+    from worker.render import Renderer
+
+    config = parse_config(
+        {
+            "contributors": [
+                {
+                    "name": "argo",
+                    "priority": 1,
+                    "applies_to": ["all"],
+                    "agents": ["ArgoCDAgent"],
+                    "text": "ARGO NOTE",
+                }
+            ]
+        }
+    )
+    renderer = Renderer(config)
+    job = {
+        "job_id": "l",
+        "kind": "legacy_final_analysis",
+        "legacy": {"alert_data": {"alert_type": "x"}, "agent_name": "ArgoCDAgent"},
+    }
+    import json
+
+    ok = renderer.render(json.dumps(job).encode())
+    assert ok.messages is not None and ok.messages[0]["content"].endswith("\n\nARGO NOTE")
+    job["legacy"]["agent_name"] = "OtherAgent"  # type: ignore[index]
+    other = renderer.render(json.dumps(job).encode())
+    assert other.messages is not None and "ARGO NOTE" not in other.messages[0]["content"]

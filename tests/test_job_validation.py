@@ -239,3 +239,30 @@ def test_a_builder_bug_is_an_internal_error_reply(
     reply = orjson.loads(outcome.body)
     assert reply["job_id"] == "j-1"
     assert "RuntimeError" in reply["error"]["message"]
+
+
+def test_wide_integers_stay_exact_for_python_semantics_families(renderer: Renderer) -> None:
+    job = {
+        "job_id": "j",
+        "kind": "legacy_final_analysis",
+        "legacy": {"alert_data": {"alert_type": "x", "event_id": 2**64, "ratio": 1e300}},
+    }
+    reply = render(renderer, job)
+    assert reply["status"] == "ok"
+    text = "\n".join(m["content"] for m in reply["messages"])
+    assert str(2**64) in text
+    assert "1e+300" in text  # a genuine float is still a float
+
+
+def test_values_nested_too_deeply_to_render_are_invalid_jobs(renderer: Renderer) -> None:
+    # Deep enough for Python's JSON encoder to give up, shallow enough for orjson to parse.
+    deep = "[" * 1000 + '"x"' + "]" * 1000
+    body = (
+        '{"job_id": "j-1", "kind": "react", "tools": [{"name": "t", "input_schema": '
+        '{"properties": {"p": {"default": ' + deep + "}}}}]}"
+    ).encode()
+    reply = render(renderer, body)
+    assert reply["status"] == "error"
+    assert reply["error"]["code"] == "invalid_job"
+    assert reply["job_id"] == "j-1"
+    assert "nested too deeply" in reply["error"]["message"]

@@ -157,6 +157,9 @@ class Contributors:
         if not rules or not messages or messages[0].get("role") != "system":
             return messages
         agent = job.stage.agent_name
+        if agent is None and job.legacy is not None:
+            # Seed-001 jobs name their agent inside the legacy payload.
+            agent = job.legacy.agent_name or None
         texts = [rule.text for rule in rules if rule.applies(agent)]
         if not texts:
             return messages

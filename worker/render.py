@@ -5,6 +5,7 @@ reply (`ok` or `error`) plus the facts the transport needs to log, count and rou
 The same object serves the queue consumer, `prompt-worker render` and `rerender`.
 """
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,42 @@ def load_json(body: bytes | str) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ValueError(str(exc)) from None
+
+
+# Families whose seeds define text with Python semantics (`str(value)`): for them an
+# integer beyond 64 bits must stay an exact integer, which orjson cannot give.
+_PYTHON_SEMANTICS_PAYLOADS = ("legacy", "skill_react", "skill_error_observation")
+_WIDE = float(2**63)
+
+
+def _holds_wide_float(value: Any) -> bool:
+    """Whether `value` holds an integral float of 64+ bits: a wide integer orjson widened."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is float:
+            if abs(item) >= _WIDE and item.is_integer():
+                return True
+        elif type(item) is dict:
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return False
+
+
+def _exact_integers(body: bytes | str, data: Any) -> Any:
+    """`data`, re-read with the standard library when a Python-semantics payload holds a
+    wide integer (rare; the common path costs one dict lookup per payload name)."""
+    if type(data) is not dict:
+        return data
+    for name in _PYTHON_SEMANTICS_PAYLOADS:
+        payload = data.get(name)
+        if payload is not None and _holds_wide_float(payload):
+            try:
+                return json.loads(body)
+            except (ValueError, RecursionError):
+                return data
+    return data
 
 
 def _peek_identity(data: Any) -> tuple[str | None, str | None]:
@@ -154,6 +191,7 @@ class Renderer:
             return error_reply(
                 ErrorCode.INVALID_JSON, f"body is not valid JSON: {exc}", request_bytes=size
             )
+        data = _exact_integers(body, data)
         try:
             job = self._validate(data)
         except ValidationError as exc:
@@ -185,7 +223,10 @@ class Renderer:
         raw_tools = data.get("tools") if type(data) is dict else None
         if type(raw_tools) is not list or not raw_tools:
             return Job.model_validate(data)
-        key = orjson.dumps(raw_tools)
+        try:
+            key = orjson.dumps(raw_tools)
+        except orjson.JSONEncodeError:  # nested beyond orjson's limit: no memo for it
+            return Job.model_validate(data)
         tools = CATALOGUES.tools(key)
         if tools is None:
             job = Job.model_validate(data)
@@ -223,6 +264,16 @@ class Renderer:
             spec = FAMILIES[job.kind]
             result = spec.build(job, self.context)
             messages = self.contributors.apply(job, result.messages)
+        except RecursionError:
+            # Values nested close to the parser's depth limit validate (they are opaque
+            # JSON) but cannot be written out as text: the job's fault, not ours.
+            return error_reply(
+                ErrorCode.INVALID_JOB,
+                "a value in the job is nested too deeply to render",
+                job_id=job.job_id,
+                kind=job.kind.value,
+                details=[{"field": "", "type": "too_deep", "message": "nesting too deep"}],
+            )
         except Exception as exc:
             return error_reply(
                 ErrorCode.INTERNAL,

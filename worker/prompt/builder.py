@@ -288,7 +288,7 @@ def versioned_texts() -> tuple[str, ...]:
     ctx = RenderContext(
         registry=MCPServerRegistry(MappingProxyType({"probe": "p"})), config=WorkerConfig()
     )
-    rendered = []
+    rendered: list[str] = []
     for probe in _PROBE_JOBS:
         job = Job.model_validate({"job_id": "probe", **probe})
         rendered.extend(m["role"] + "\n" + m["content"] for m in build(job, ctx).messages)
