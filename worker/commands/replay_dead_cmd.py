@@ -1,0 +1,128 @@
+"""`prompt-worker replay-dead`: move dead-lettered jobs back to the request queue.
+
+Each job is published to the request queue with publisher confirms, then removed from
+the dead-letter queue; a failure leaves it where it was. Only the jobs present at the
+start are handled, so a job that dies again is not replayed twice in one run.
+
+Use --dry-run first: it lists job id, kind, size and why each job died (RabbitMQ's
+x-death header), never the payload, and leaves the queue as it was. The broker and
+queue names come from the same flags and PROMPT_WORKER_* variables as `serve`.
+Exit 0 when done, 1 when a job could not be replayed (the run stops there), 2 for a
+configuration or connection problem.
+"""
+
+import argparse
+import asyncio
+import os
+import sys
+
+import orjson
+
+from worker import settings
+from worker.replay import Action, DeadLetter, ReplayError, replay_dead
+
+# The serve settings this command needs, with the same flags and variables.
+_SETTINGS = ("amqp_url", "request_queue", "dead_letter_queue")
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    parser = sub.add_parser(
+        "replay-dead",
+        help="move dead-lettered jobs back to the request queue (--dry-run lists them)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="list the dead letters; move nothing"
+    )
+    parser.add_argument(
+        "--limit", type=_positive_int, metavar="N", help="handle at most N jobs (after filtering)"
+    )
+    parser.add_argument(
+        "--filter-kind", metavar="KIND", help="only jobs of this kind; others stay where they are"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="one JSON object a line instead of a table"
+    )
+    defaults = settings.Settings()
+    for spec in settings.SETTINGS:
+        if spec.field in _SETTINGS:
+            parser.add_argument(
+                spec.flag,
+                dest=spec.field,
+                metavar=spec.metavar or None,
+                default=None,
+                help=f"{spec.help} (${spec.env}; default {getattr(defaults, spec.field)})",
+            )
+    parser.set_defaults(func=run)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+_COLUMNS = ("ACTION", "JOB_ID", "KIND", "BYTES", "REASON", "FROM_QUEUE", "DEATHS", "REPLAYS")
+
+
+def _row(action: Action, letter: DeadLetter) -> str:
+    cells = (
+        action,
+        letter.job_id or "-",
+        letter.kind or "-",
+        str(letter.size),
+        letter.reason or "-",
+        letter.queue or "-",
+        str(letter.deaths),
+        str(letter.replays),
+    )
+    return "\t".join(cells)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = settings.resolve({field: getattr(args, field) for field in _SETTINGS}, os.environ)
+    except settings.SettingsError as exc:
+        print(f"prompt-worker replay-dead: {exc}", file=sys.stderr)
+        return 2
+
+    def show(action: Action, letter: DeadLetter) -> None:
+        if args.json:
+            line = orjson.dumps({"action": action, **letter.as_dict()}).decode()
+        else:
+            line = _row(action, letter)
+        print(line, flush=True)
+
+    if not args.json:
+        print("\t".join(_COLUMNS))
+    try:
+        result = asyncio.run(
+            replay_dead(
+                config.amqp_url,
+                config.dead_letter_queue,
+                config.request_queue,
+                dry_run=args.dry_run,
+                limit=args.limit,
+                kind=args.filter_kind,
+                on_letter=show,
+            )
+        )
+    except ReplayError as exc:
+        print(f"prompt-worker replay-dead: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ConnectionError) as exc:
+        print(f"prompt-worker replay-dead: cannot reach the broker: {exc}", file=sys.stderr)
+        return 2
+
+    what = "listed (dry run)" if args.dry_run else "replayed"
+    count = result.matched if args.dry_run else result.replayed
+    summary = f"{count} {what} from {config.dead_letter_queue!r}"
+    if result.skipped:
+        summary += f", {result.skipped} of other kinds left in place"
+    print(f"prompt-worker replay-dead: {summary}", file=sys.stderr)
+    if result.error is not None:
+        print(f"prompt-worker replay-dead: stopped: {result.error}", file=sys.stderr)
+        return 1
+    return 0
