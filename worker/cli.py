@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 
 from worker import __version__
-from worker.commands import render_cmd, schema_cmd
+from worker.commands import render_cmd, rerender_cmd, schema_cmd
 
-COMMANDS = (render_cmd, schema_cmd)
+COMMANDS = (render_cmd, schema_cmd, rerender_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
