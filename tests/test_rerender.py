@@ -1,0 +1,358 @@
+"""`prompt-worker rerender` with the local engine: input, records, drift, report, resume."""
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.conftest import CONFORMANCE
+from worker.cli import main
+from worker.config import load_config
+from worker.render import Renderer
+from worker.rerender.drift import DiffWriter, message_diff
+from worker.rerender.lines import LineReader, parse_line, split_block
+from worker.rerender.local import LocalEngine
+from worker.rerender.output import OutputError, resume_point
+from worker.rerender.records import ChunkBuilder
+from worker.rerender.run import Options, run
+
+CONFIG = str(CONFORMANCE / "worker.yaml")
+CONFORMANCE_FILES = (CONFORMANCE / "cases.jsonl", CONFORMANCE / "families.jsonl")
+
+
+def conformance_lines() -> list[str]:
+    lines: list[str] = []
+    for path in CONFORMANCE_FILES:
+        lines += [line for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return lines
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def rerender(*args: str) -> int:
+    return main(["rerender", *args, "--config", CONFIG, "--progress", "off"])
+
+
+# -- input ---------------------------------------------------------------------------
+
+
+def test_blocks_hold_whole_lines_with_their_numbers() -> None:
+    data = b"".join(b"line %d %s\n" % (n, b"x" * (n * 7 % 50)) for n in range(1, 301))
+    data += b"last line without newline"
+    reader = LineReader(io.BytesIO(data), block_bytes=64)
+    seen: list[tuple[int, bytes]] = []
+    for block in reader.blocks():
+        assert block.data.endswith(b"\n") or block.data.endswith(b"newline")
+        seen += split_block(block)
+    assert [n for n, _ in seen] == list(range(1, 302))
+    assert seen[41][1].startswith(b"line 42 ")
+    assert seen[-1] == (301, b"last line without newline")
+    assert reader.offset == len(data)
+
+
+def test_a_line_longer_than_a_block_is_read_whole() -> None:
+    long = b"y" * 10_000
+    reader = LineReader(io.BytesIO(b"a\n" + long + b"\nb\n"), block_bytes=100)
+    lines = [line for block in reader.blocks() for line in split_block(block)]
+    assert lines == [(1, b"a"), (2, long), (3, b"b")]
+
+
+def test_skip_consumes_lines_then_blocks_continue_numbering() -> None:
+    data = b"".join(b"%d\n" % n for n in range(1, 1001))
+    reader = LineReader(io.BytesIO(data), block_bytes=100)
+    assert reader.skip(777) == 777
+    lines = [line for block in reader.blocks() for line in split_block(block)]
+    assert lines[0] == (778, b"778")
+    assert lines[-1] == (1000, b"1000")
+    short = LineReader(io.BytesIO(b"1\n2\n3"), block_bytes=2)
+    assert short.skip(10) == 3
+
+
+def test_parse_line_routes_jobs_wrappers_and_bad_lines() -> None:
+    job = {"job_id": "j1", "kind": "native-thinking"}
+    bare = orjson.dumps(job)
+    line = parse_line(bare, 4)
+    assert line.body is bare and not line.has_prior and line.kind == "native_thinking"
+
+    messages = [{"role": "user", "content": "hi"}]
+    for key in ("messages", "expected_messages"):
+        wrapped = parse_line(orjson.dumps({"job": job, key: messages}), 5)
+        assert orjson.loads(wrapped.body or b"") == job
+        assert wrapped.prior == messages and wrapped.has_prior and not wrapped.bad
+
+    assert parse_line(b"{nope", 6).error_code == "invalid_json"
+    assert parse_line(b"[1]", 7).error_code == "invalid_job"
+    broken = parse_line(orjson.dumps({"job": job, "messages": [{"role": "user"}]}), 8)
+    assert broken.bad and broken.has_prior and broken.job_id == "j1"
+    assert "input line 8" in (broken.error_message or "")
+
+
+# -- records -------------------------------------------------------------------------
+
+
+def test_fast_record_path_gives_the_same_bytes_as_the_generic_one(
+    conformance_renderer: Renderer,
+) -> None:
+    for text in conformance_lines():
+        case = json.loads(text)
+        raw = orjson.dumps(case)
+        line = parse_line(raw, 3)
+        outcome = conformance_renderer.render(line.body or b"")
+        assert outcome.ok, outcome.error_message
+        fast, generic = ChunkBuilder(10), ChunkBuilder(10)
+        fast.add_rendered(line, outcome)
+        generic.add(line, orjson.loads(outcome.body))
+        assert fast.result(3, 0).output == generic.result(3, 0).output
+
+
+def test_message_diff_shows_the_change_per_message() -> None:
+    before = [
+        {"role": "system", "content": "same\n"},
+        {"role": "user", "content": "one\ntwo\nthree\n"},
+    ]
+    after = [
+        {"role": "system", "content": "same\n"},
+        {"role": "user", "content": "one\nTWO\nthree"},
+        {"role": "user", "content": "added"},
+    ]
+    text = message_diff("job-7", 12, "react", before, after)
+    assert text.startswith("# job job-7 (input line 12, kind react)\n# 2 of 3 messages differ\n")
+    assert "--- before/messages[1] (user)\n+++ after/messages[1] (user)\n" in text
+    # The lost trailing newline is visible, as in GNU diff.
+    assert " one\n-two\n-three\n+TWO\n+three\n\\ No newline at end of file\n" in text
+    assert "--- before/messages[2] (absent)\n+++ after/messages[2] (user)\n" in text
+    assert "messages[0]" not in text
+
+
+def test_diff_writer_keeps_to_its_limit_and_clears_an_earlier_run(tmp_path: Path) -> None:
+    directory = tmp_path / "diffs"
+    writer = DiffWriter(directory, 2, resume=False)
+    for line in (1, 2, 3):
+        writer.write(line, "job/../x", "text")
+    names = sorted(p.name for p in directory.iterdir())
+    assert names == ["000000001-job_.._x.diff", "000000002-job_.._x.diff"]
+    (directory / "notes.txt").write_text("mine")
+    assert DiffWriter(directory, 5, resume=True).budget() == 3
+    DiffWriter(directory, 5, resume=False)
+    assert sorted(p.name for p in directory.iterdir()) == ["notes.txt"]
+
+
+# -- whole runs ----------------------------------------------------------------------
+
+
+def test_conformance_files_rerender_with_no_drift(tmp_path: Path) -> None:
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines())
+    out, report = tmp_path / "out.jsonl", tmp_path / "report.json"
+    assert rerender(str(source), "--out", str(out), "--report", str(report)) == 0
+    written = records(out)
+    cases = [json.loads(line) for line in conformance_lines()]
+    assert [r["job_id"] for r in written] == [c["job"]["job_id"] for c in cases]
+    assert [r["line"] for r in written] == list(range(1, len(cases) + 1))
+    assert {r["drift"] for r in written} == {"same"}
+    assert all("render_ms" not in r["meta"] for r in written)
+    summary = json.loads(report.read_text())
+    assert summary["status"] == "complete"
+    assert summary["totals"]["drift"] == {"same": len(cases), "changed": 0, "error": 0}
+    assert summary["by_kind"]["react"]["drift_same"] > 0
+    families = {item["family"] for item in summary["template_versions"]}
+    assert families == {"tarsy", "legacy", "skill"}
+    assert summary["renderer_template_versions"]["tarsy"] in {
+        item["template_version"] for item in summary["template_versions"]
+    }
+    assert not (tmp_path / "out.jsonl.diffs").exists()
+
+
+def test_one_altered_expected_message_is_exactly_one_changed_job(tmp_path: Path) -> None:
+    lines = conformance_lines()
+    case = json.loads(lines[17])
+    content = case["expected_messages"][-1]["content"]
+    case["expected_messages"][-1]["content"] = content.replace("\n", "\nA LINE THAT WAS SENT\n", 1)
+    lines[17] = json.dumps(case)
+    source = write_lines(tmp_path / "in.jsonl", lines)
+    out, report = tmp_path / "out.jsonl", tmp_path / "report.json"
+    diff_dir = tmp_path / "diffs"
+    code = rerender(
+        str(source), "--out", str(out), "--report", str(report), "--diff-dir", str(diff_dir)
+    )
+    assert code == 0  # drift alone is not a failure...
+    changed = [r for r in records(out) if r["drift"] != "same"]
+    assert [(r["line"], r["job_id"], r["drift"]) for r in changed] == [
+        (18, case["job"]["job_id"], "changed")
+    ]
+    summary = json.loads(report.read_text())
+    assert summary["totals"]["drift"]["changed"] == 1
+    assert summary["by_kind"][case["job"]["kind"]]["drift_changed"] == 1
+    (diff_file,) = diff_dir.iterdir()
+    assert diff_file.name == f"000000018-{case['job']['job_id']}.diff"
+    diff = diff_file.read_text()
+    index = len(case["expected_messages"]) - 1
+    assert f"--- before/messages[{index}]" in diff
+    assert "\n-A LINE THAT WAS SENT\n" in diff
+    changes = [
+        line
+        for line in diff.splitlines()
+        if line.startswith(("+", "-")) and not line.startswith(("+++ ", "--- "))
+    ]
+    assert changes == ["-A LINE THAT WAS SENT"]
+    # ...unless the operator asks for it (CI).
+    again = tmp_path / "again.jsonl"
+    assert rerender(str(source), "--out", str(again), "--fail-on-drift") == 1
+
+
+def test_diff_limit_and_all_diffs(tmp_path: Path) -> None:
+    lines = []
+    for text in conformance_lines()[:6]:
+        case = json.loads(text)
+        case["expected_messages"][0]["content"] += "!"
+        lines.append(json.dumps(case))
+    source = write_lines(tmp_path / "in.jsonl", lines)
+    limited = tmp_path / "limited"
+    code = rerender(
+        str(source), "--out", str(tmp_path / "a"), "--diff-dir", str(limited), "--diff-limit", "2"
+    )
+    assert code == 0
+    assert len(list(limited.iterdir())) == 2
+    every = tmp_path / "every"
+    code = rerender(
+        str(source), "--out", str(tmp_path / "b"), "--diff-dir", str(every), "--all-diffs"
+    )
+    assert code == 0
+    assert len(list(every.iterdir())) == 6
+
+
+def test_bad_lines_are_reported_counted_and_keep_the_output_aligned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = conformance_lines()[:3]
+    lines = [good[0], "{not json", "", good[1], "[1, 2]", '{"job": 3}', good[2]]
+    source = write_lines(tmp_path / "in.jsonl", lines)
+    out, report = tmp_path / "out.jsonl", tmp_path / "report.json"
+    assert rerender(str(source), "--out", str(out), "--report", str(report)) == 1
+    written = records(out)
+    # One record per non-blank line, in order; the blank line 3 has none.
+    assert [r["line"] for r in written] == [1, 2, 4, 5, 6, 7]
+    bad = [r for r in written if r.get("bad_line")]
+    assert [(r["line"], r["error"]["code"]) for r in bad] == [
+        (2, "invalid_json"),
+        (5, "invalid_job"),
+        (6, "invalid_job"),
+    ]
+    assert all(r["status"] == "ok" for r in written if not r.get("bad_line"))
+    summary = json.loads(report.read_text())
+    assert summary["totals"]["bad_lines"] == 3
+    assert summary["totals"]["blank_lines"] == 1
+    assert summary["totals"]["error"] == 3
+    assert [b["line"] for b in summary["bad_lines"]] == [2, 5, 6]
+    err = capsys.readouterr().err
+    assert "input line 2: not valid JSON" in err
+    assert "input line 5: not a JSON object" in err
+
+
+def test_workers_one_and_two_write_the_same_file(tmp_path: Path) -> None:
+    lines = conformance_lines() * 3
+    source = write_lines(tmp_path / "in.jsonl", lines)
+    single, pooled = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    assert rerender(str(source), "--out", str(single), "--workers", "1") == 0
+    # Small blocks, so the pool really has several chunks in flight and reorders them.
+    options = Options(str(source), str(pooled), progress="off", block_bytes=16 * 1024)
+    engine = LocalEngine(Renderer(load_config(CONFIG)), workers=2)
+    assert run(options, engine, out=io.StringIO(), err=io.StringIO()) == 0
+    assert pooled.read_bytes() == single.read_bytes()
+
+
+def test_progress_log_lines_when_not_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:5])
+    code = main(["rerender", str(source), "--out", str(tmp_path / "o"), "--config", CONFIG])
+    assert code == 0
+    events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert events[-1]["event"] == "rerender.progress"
+    assert events[-1]["jobs"] == 5 and events[-1]["percent"] == 100.0
+
+
+def test_usage_problems_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert rerender(str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o")) == 2
+    assert capsys.readouterr().err == (
+        f"prompt-worker rerender: {tmp_path / 'missing.jsonl'}: no such file\n"
+    )
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:1])
+    assert rerender(str(source), "--out", str(source)) == 2
+    assert "would overwrite the input" in capsys.readouterr().err
+    assert rerender(str(source), "--out", str(tmp_path / "no" / "such" / "dir.jsonl")) == 2
+    assert "cannot write" in capsys.readouterr().err
+
+
+def test_empty_input_gives_an_empty_output(tmp_path: Path) -> None:
+    source = write_lines(tmp_path / "in.jsonl", [])
+    out = tmp_path / "out.jsonl"
+    out.write_text("stale\n")
+    assert rerender(str(source), "--out", str(out)) == 0
+    assert out.read_bytes() == b""
+
+
+# -- resume --------------------------------------------------------------------------
+
+
+def test_resume_cuts_a_torn_line_and_finishes_the_file(tmp_path: Path) -> None:
+    lines = conformance_lines()[:20]
+    lines.insert(7, "")
+    source = write_lines(tmp_path / "in.jsonl", lines)
+    full = tmp_path / "full.jsonl"
+    assert rerender(str(source), "--out", str(full)) == 0
+    whole = full.read_bytes().splitlines(keepends=True)
+    partial = tmp_path / "partial.jsonl"
+    # Ten complete records and half of the eleventh, as a kill inside a write leaves it.
+    partial.write_bytes(b"".join(whole[:10]) + whole[10][:100])
+    point = resume_point(partial)
+    assert (point.records, point.last_line) == (10, 11)  # input line 8 was blank
+    assert point.truncated_bytes == 100
+    assert partial.read_bytes() == b"".join(whole[:10])
+    report = tmp_path / "report.json"
+    assert rerender(str(source), "--out", str(partial), "--resume", "--report", str(report)) == 0
+    assert partial.read_bytes() == full.read_bytes()
+    summary = json.loads(report.read_text())
+    assert summary["resumed_after_line"] == 11
+    assert summary["this_run"]["records"] == 10
+    assert summary["totals"]["records"] == 20
+    assert summary["totals"]["drift"]["same"] == 20
+    assert summary["totals"]["blank_lines"] == 1
+
+
+def test_resume_of_a_finished_file_renders_nothing(tmp_path: Path) -> None:
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:4])
+    out, report = tmp_path / "out.jsonl", tmp_path / "report.json"
+    assert rerender(str(source), "--out", str(out)) == 0
+    before = out.read_bytes()
+    assert rerender(str(source), "--out", str(out), "--resume", "--report", str(report)) == 0
+    assert out.read_bytes() == before
+    assert json.loads(report.read_text())["this_run"]["records"] == 0
+
+
+def test_resume_refuses_a_file_that_is_not_a_rerender_output(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"something": "else"}\n')
+    with pytest.raises(OutputError, match="line 1 is not a rerender record"):
+        resume_point(out)
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:1])
+    assert rerender(str(source), "--out", str(out), "--resume") == 2
+
+
+def test_resume_refuses_an_output_longer_than_the_input(tmp_path: Path) -> None:
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:5])
+    out = tmp_path / "out.jsonl"
+    assert rerender(str(source), "--out", str(out)) == 0
+    shorter = write_lines(tmp_path / "short.jsonl", conformance_lines()[:2])
+    assert rerender(str(shorter), "--out", str(out), "--resume") == 2
