@@ -108,7 +108,7 @@ def _chain(*parts: Apply) -> Apply:
 # alphabet does, so a truncated key is still masked.
 _PEM = re.compile(
     r"-----BEGIN (?P<label>[A-Z0-9 ]{1,60})-----"
-    r"(?P<body>(?:[A-Za-z0-9+/=\s\\]|(?:Proc-Type|DEK-Info|Comment):[^\n\\]*)*)"
+    r"(?P<body>(?:(?:Proc-Type|DEK-Info|Comment):[^\n\\]*|[A-Za-z0-9+/=\s\\])*)"
     r"(?P<end>-----END [A-Z0-9 ]{1,60}-----)?"
 )
 

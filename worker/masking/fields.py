@@ -39,6 +39,7 @@ FIELDS: dict[str, tuple[tuple[str, Shape], ...]] = {
         ("chat.history[].user_question", TEXT),
         ("chat.history[].messages[].content", TEXT),
     ),
+    "forced_conclusion": (),  # an iteration number and a strategy: no text
     "mcp_summarization": (
         ("mcp_summarization.conversation_context", TEXT),
         ("mcp_summarization.result_text", TEXT),

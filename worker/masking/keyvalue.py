@@ -128,9 +128,25 @@ def find_values(text: str, lowered: str, rule: KeyValueRule) -> list[tuple[int, 
                 continue
             start, end = span
             value = text[start:end]
-            if end > start and not is_placeholder(value) and not value.startswith(MASK_PREFIX):
-                edits.append((start, end, rule.replacement))
+            if end <= start or is_placeholder(value) or value.startswith(MASK_PREFIX):
+                continue
+            if _is_variable_named_like(key, value, rule):
+                continue
+            edits.append((start, end, rule.replacement))
     return edits
+
+
+_IDENTIFIER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _is_variable_named_like(key: str, value: str, rule: KeyValueRule) -> bool:
+    """`password=password`, `password=self.db_password`: code passing a variable."""
+    if value.lower() == key.lstrip("-").lower():
+        return True
+    if "." not in value or not _IDENTIFIER_PATH.fullmatch(value):
+        return False
+    name = value.rsplit(".", 1)[-1]
+    return rule.owns(name, normalise_key(name))
 
 
 def _value_after_key(text: str, key_start: int, key_end: int, key: str) -> tuple[int, int] | None:
@@ -153,6 +169,13 @@ def _value_after_key(text: str, key_start: int, key_end: int, key: str) -> tuple
             yaml_like = False
             if not key.startswith("-"):
                 return None
+        outer = text[key_start - 1] if key_start > 0 and not key_quote else ""
+        if outer in ("'", '"') and not sep.group("vq"):
+            # A header inside a quoted argument (`-H 'X-API-Key: v'`) ends with the quote.
+            start = sep.end()
+            end = text.find(outer, start, line_end(text, start))
+            if end >= 0:
+                return start, end
         return _value_span(text, sep.end(), sep.group("vq"), yaml_like)
     if key.startswith("--"):
         gap = _ARG_GAP.match(text, key_end)

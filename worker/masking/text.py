@@ -34,6 +34,8 @@ _PLACEHOLDER_WORDS = frozenset(
     }
 )
 _FILLER = frozenset("*xX•.-_#?")
+# `kubectl describe secret` prints sizes, not values: `DB_PASSWORD:  24 bytes`.
+_SIZE_ONLY = re.compile(r"\d+ bytes")
 # `$VAR`, `${VAR}`, `$(cmd)`, `{{ .Values.x }}`, `<password>`, `%s`, `%(pw)s`, `@file`.
 _REFERENCE_STARTS = ("$", "{{", "<", "%", "[MASKED_", "[REDACTED", "***", "…", "...")
 
@@ -48,7 +50,7 @@ def is_placeholder(value: str) -> bool:
     if stripped[0] in "{[(":
         # A structure (`"password": {"valueFrom": ...}`), not a scalar credential.
         return True
-    if set(stripped) <= _FILLER:
+    if set(stripped) <= _FILLER or _SIZE_ONLY.fullmatch(stripped):
         return True
     return stripped.lower() in _PLACEHOLDER_WORDS
 

@@ -1,0 +1,1 @@
+"""Corpora of synthetic secrets and benign operations text for the masking tests."""

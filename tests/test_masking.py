@@ -1,0 +1,406 @@
+"""Secret masking (issue 7, SPEC.md §9), through the full `Renderer.render(body)` path.
+
+Secrets come from tests/masking_corpus/secrets.yaml (synthetic), benign operations text
+from benign.yaml; each is put in every outside-world position of a job.
+"""
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import structlog
+from structlog.testing import capture_logs
+
+from schemas.job import Job
+from tests.conftest import BENCH_JOBS, CONFORMANCE, REPO, read_jsonl
+from tests.masking_corpus.positions import (
+    BENIGN_CASES,
+    POSITIONS,
+    SECRET_CASES,
+    Position,
+    position_id,
+)
+from worker.config import ConfigError, WorkerConfig, load_config, parse_config
+from worker.masking import fields
+from worker.masking.config import MaskingConfig
+from worker.masking.detectors import BUILTIN, Detector, TextView
+from worker.masking.masker import REDACTION_NOTICE, Masker
+from worker.render import Renderer
+
+MASKING_ON = Renderer(WorkerConfig())
+MASKING_OFF = Renderer(WorkerConfig(masking=MaskingConfig(enabled=False)))
+
+
+def render(renderer: Renderer, job: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """All rendered message text and the reply's meta; fails on an error reply."""
+    outcome = renderer.render(orjson.dumps(job))
+    assert outcome.status == "ok", outcome.body
+    assert outcome.messages is not None
+    reply = orjson.loads(outcome.body)
+    return "\n".join(m["content"] for m in outcome.messages), reply["meta"]
+
+
+# -- secrets: gone from every message, in every position -------------------------------
+
+
+@pytest.mark.parametrize("position", POSITIONS, ids=position_id)
+@pytest.mark.parametrize("case", SECRET_CASES, ids=lambda c: c["id"])
+def test_secret_never_reaches_a_prompt(case: dict[str, Any], position: Position) -> None:
+    text, meta = render(MASKING_ON, position.job(case["text"]))
+    leaked = [secret for secret in case["secrets"] if secret in text]
+    assert not leaked, f"{case['id']} leaked {leaked} through {position_id(position)}"
+    assert meta["masked"].get(case["detector"], 0) >= 1, meta["masked"]
+    assert "[MASKED_" in text
+    if position.verbatim:
+        lost = [keep for keep in case["keep"] if keep not in text]
+        assert not lost, f"masking removed more than the secret: {lost}"
+
+
+@pytest.mark.parametrize("position", POSITIONS, ids=position_id)
+def test_each_position_really_renders_its_text(position: Position) -> None:
+    """Without masking the secret is in the prompt: the checks above are not vacuous."""
+    case = next(c for c in SECRET_CASES if c["id"] == "password-yaml")
+    text, meta = render(MASKING_OFF, position.job(case["text"]))
+    assert case["secrets"][0] in text
+    assert meta["masked"] == {}
+
+
+def test_the_corpus_covers_every_detector_and_field() -> None:
+    secrets_group = {d.name for d in BUILTIN if d.group == "secrets"}
+    assert {c["detector"] for c in SECRET_CASES} == secrets_group
+    assert {p.field for p in POSITIONS} == {path for path, _ in fields.all_paths()}
+
+
+# -- benign text: byte-identical ------------------------------------------------------
+
+
+@pytest.mark.parametrize("position", POSITIONS, ids=position_id)
+@pytest.mark.parametrize("case", BENIGN_CASES, ids=lambda c: c["id"])
+def test_benign_text_passes_byte_for_byte(case: dict[str, Any], position: Position) -> None:
+    job = position.job(case["text"])
+    masked_text, masked_meta = render(MASKING_ON, job)
+    plain_text, _ = render(MASKING_OFF, job)
+    assert masked_meta["masked"] == {}
+    assert masked_text == plain_text
+    if position.verbatim:
+        assert case["text"] in masked_text
+
+
+@pytest.mark.parametrize("case", BENIGN_CASES, ids=lambda c: c["id"])
+def test_benign_text_is_returned_as_the_same_object(case: dict[str, Any]) -> None:
+    masker = Masker(MaskingConfig())
+    counts: Counter[str] = Counter()
+    assert masker.mask_text(case["text"], counts) is case["text"]
+    assert counts == {}
+
+
+@pytest.mark.parametrize("name", ["typical_react_job.json", "typical_chat_job.json"])
+def test_a_job_without_secrets_comes_back_as_the_same_object(name: str) -> None:
+    job = Job.model_validate(orjson.loads((BENCH_JOBS / name).read_bytes()))
+    masked, counts = Masker(MaskingConfig()).mask_job(job)
+    assert masked is job
+    assert counts == {}
+
+
+def test_only_changed_fields_are_copied() -> None:
+    events = [
+        {"event_type": "tool_result", "content": "all good"},
+        {"event_type": "tool_result", "content": "DB_PASSWORD=zq81-Kx0-pp2"},
+    ]
+    job = Job.model_validate(
+        {
+            "job_id": "j",
+            "kind": "react",
+            "session": {"alert_data": "pod crashlooping"},
+            "stage": {"previous_stage_events": events},
+        }
+    )
+    masked, counts = Masker(MaskingConfig()).mask_job(job)
+    assert counts == {"password": 1}
+    assert masked.session is job.session
+    assert masked.stage.previous_stage_events is not None
+    assert job.stage.previous_stage_events is not None
+    assert masked.stage.previous_stage_events[0] is job.stage.previous_stage_events[0]
+    assert masked.stage.previous_stage_events[1].content == "DB_PASSWORD=[MASKED_PASSWORD]"
+    assert job.stage.previous_stage_events[1].content == events[1]["content"]  # untouched
+
+
+# -- conformance: unaffected ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("file", ["cases.jsonl", "families.jsonl"])
+def test_conformance_renderings_are_unchanged_with_masking_on(file: str) -> None:
+    config = load_config(CONFORMANCE / "worker.yaml")
+    assert config.masking.enabled
+    renderer = Renderer(config)
+    assert renderer.masker is not None
+    for case in read_jsonl(CONFORMANCE / file):
+        outcome = renderer.render(json.dumps(case["job"]).encode())
+        assert outcome.status == "ok", outcome.body
+        assert outcome.masked == {}, (case["job"]["job_id"], outcome.masked)
+        assert outcome.messages == case["expected_messages"], case["job"]["job_id"]
+
+
+# -- structured data (seed 001 alert data) -------------------------------------------
+
+
+def test_structured_alert_data_masks_values_and_keeps_keys_and_types() -> None:
+    secret_manifest = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "data": {"password": "cTk0LXRyMHBpY2Fs", "size": 3},
+        "metadata": {"name": "db"},
+    }
+    job = Job.model_validate(
+        {
+            "job_id": "j",
+            "kind": "legacy_react",
+            "legacy": {
+                "alert_data": {
+                    "alert_type": "DBDown",
+                    "password": "n0t-for-llm",
+                    "replicas": 3,
+                    "enabled": True,
+                    "ratio": 0.5,
+                    "missing": None,
+                    "connection": {"db_password": "zz-top-4", "host": "db", "port": 5432},
+                    "manifest": secret_manifest,
+                    "lines": ["ok", "token=ab12cd34ef56gh78"],
+                    "docker": {"auths": {"r.example.com": {"auth": "dXNlcjpwNHNzdzByZA=="}}},
+                }
+            },
+        }
+    )
+    masked, counts = Masker(MaskingConfig()).mask_job(job)
+    assert masked.legacy is not None
+    data = masked.legacy.alert_data
+    assert data["password"] == "[MASKED_PASSWORD]"
+    assert data["connection"] == {"db_password": "[MASKED_PASSWORD]", "host": "db", "port": 5432}
+    assert data["manifest"]["data"] == {"password": "[MASKED_SECRET_VALUE]", "size": 3}
+    assert data["manifest"]["metadata"] == {"name": "db"}
+    assert data["lines"] == ["ok", "token=[MASKED_TOKEN]"]
+    assert data["docker"]["auths"]["r.example.com"]["auth"] == "[MASKED_CREDENTIALS]"
+    assert (data["replicas"], data["enabled"], data["ratio"], data["missing"]) == (
+        3,
+        True,
+        0.5,
+        None,
+    )
+    assert list(data) == list(job.legacy.alert_data)  # type: ignore[union-attr]
+    assert counts == {
+        "password": 2,
+        "kubernetes_secret": 1,
+        "token": 1,
+        "docker_auth": 1,
+    }
+
+
+# -- configuration ------------------------------------------------------------------
+
+
+def write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "worker.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_bad_custom_regex_is_a_clear_config_error(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        "masking:\n  patterns:\n    - name: ticket\n      regex: 'tkt_[A-Z'\n      replacement: '[MASKED_TICKET]'\n",
+    )
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}: masking.patterns.0.regex: ")
+    assert "invalid regular expression" in message
+
+
+@pytest.mark.parametrize(
+    ("masking", "where", "words"),
+    [
+        ({"groups": ["secrets", "passwords"]}, "masking.groups", "unknown group"),
+        ({"disabled": ["pasword"]}, "masking.disabled", "unknown detector"),
+        ({"patterns": [{"name": "jwt", "regex": "x+"}]}, "masking.patterns.0.name", "built-in"),
+        (
+            {"patterns": [{"name": "Bad-Name", "regex": "x+"}]},
+            "masking.patterns.0.name",
+            "lower-case",
+        ),
+        ({"patterns": [{"name": "e", "regex": "a*"}]}, "masking.patterns.0.regex", "empty string"),
+        (
+            {"patterns": [{"name": "m", "regex": r"\[MASKED\]|k\d+", "replacement": "[MASKED]"}]},
+            "masking.patterns.0",
+            "its own replacement",
+        ),
+        (
+            {"patterns": [{"name": "a", "regex": "x+"}, {"name": "a", "regex": "y+"}]},
+            "masking",
+            "two custom patterns",
+        ),
+        ({"enable": True}, "masking.enable", "Extra inputs"),
+    ],
+)
+def test_invalid_masking_config_names_the_field(
+    masking: dict[str, Any], where: str, words: str
+) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config({"masking": masking}, "w.yaml")
+    assert f"w.yaml: {where}: " in str(error.value)
+    assert words in str(error.value)
+
+
+def test_custom_pattern_masks_through_the_renderer() -> None:
+    config = parse_config(
+        {
+            "masking": {
+                "patterns": [
+                    {
+                        "name": "ticket_key",
+                        "regex": r"ticket_key=(?P<secret>[A-Z0-9]{12})",
+                        "replacement": "[MASKED_TICKET_KEY]",
+                        "anchors": ["ticket_key="],
+                    },
+                    {
+                        "name": "internal_host",
+                        "regex": r"\bdb-\d+\.corp\b",
+                        "replacement": "[HOST]",
+                    },
+                ]
+            }
+        }
+    )
+    job = {
+        "job_id": "j",
+        "kind": "react",
+        "session": {"alert_data": "ticket_key=AB12CD34EF56 on db-7.corp failed"},
+    }
+    text, meta = render(Renderer(config), job)
+    assert "ticket_key=[MASKED_TICKET_KEY] on [HOST] failed" in text
+    assert "AB12CD34EF56" not in text
+    assert meta["masked"] == {"ticket_key": 1, "internal_host": 1}
+
+
+def test_disabled_detector_and_pii_group() -> None:
+    text = "contact alice.ops@example.com; password: hunter2-prod"
+    default = Masker(MaskingConfig())
+    assert default.mask_text(text) == "contact alice.ops@example.com; password: [MASKED_PASSWORD]"
+    tuned = Masker(MaskingConfig(groups=["secrets", "pii"], disabled=["password"]))
+    counts: Counter[str] = Counter()
+    assert tuned.mask_text(text, counts) == "contact [MASKED_EMAIL]; password: hunter2-prod"
+    assert counts == {"email": 1}
+
+
+def test_masking_disabled_leaves_secrets_and_builds_no_masker() -> None:
+    assert MASKING_OFF.masker is None
+    text, meta = render(
+        MASKING_OFF, {"job_id": "j", "kind": "react", "session": {"alert_data": "password: x9y8z7"}}
+    )
+    assert "password: x9y8z7" in text
+    assert meta["masked"] == {}
+
+
+# -- fail closed --------------------------------------------------------------------
+
+
+def _exploding(view: TextView) -> tuple[str, int]:
+    raise RuntimeError(f"detector bug on {view.text!r}")
+
+
+def test_a_failing_detector_redacts_the_field_and_logs_without_the_text() -> None:
+    renderer = Renderer(WorkerConfig())
+    masker = renderer.masker
+    assert masker is not None
+    broken = Detector("broken", "secrets", "[X]", (), _exploding)
+    masker.detectors = (*masker.detectors, broken)
+    masker._always = (len(masker.detectors) - 1,)
+    secret_text = "customer card 4111-1111-1111-1111 password: hunter2-xyz"
+    job = {
+        "job_id": "j",
+        "kind": "react",
+        "session": {"alert_data": secret_text, "runbook_content": ""},
+        "stage": {"previous_stage_events": [{"event_type": "tool_result", "content": "ok"}]},
+    }
+    structlog.reset_defaults()
+    with capture_logs() as logs:
+        outcome = renderer.render(orjson.dumps(job))
+    assert outcome.status == "ok", outcome.body
+    assert outcome.messages is not None
+    rendered = "\n".join(m["content"] for m in outcome.messages)
+    assert REDACTION_NOTICE in rendered
+    assert "4111-1111" not in rendered and "hunter2" not in rendered
+    assert outcome.masked["masking_failed"] == 2  # both fields with text
+    failures = [entry for entry in logs if entry["event"] == "masking_failed"]
+    assert {entry["field"] for entry in failures} == {
+        "session.alert_data",
+        "stage.previous_stage_events[0].content",
+    }
+    assert all(entry["detector"] == "broken" for entry in failures)
+    for entry in logs:
+        assert "4111" not in repr(entry) and "hunter2" not in repr(entry)
+
+
+def test_a_failing_detector_redacts_structured_values_too() -> None:
+    masker = Masker(MaskingConfig())
+    broken = Detector("broken", "secrets", "[X]", (), _exploding)
+    masker.detectors = (*masker.detectors, broken)
+    masker._always = (len(masker.detectors) - 1,)
+    job = Job.model_validate(
+        {"job_id": "j", "kind": "legacy_react", "legacy": {"alert_data": {"a": "text", "n": 1}}}
+    )
+    with capture_logs() as logs:
+        masked, counts = masker.mask_job(job)
+    assert masked.legacy is not None
+    assert masked.legacy.alert_data == {"a": REDACTION_NOTICE, "n": 1}
+    assert counts == {"masking_failed": 1}
+    assert [e["field"] for e in logs if e["event"] == "masking_failed"] == ["legacy.alert_data.a"]
+
+
+# -- the field table ----------------------------------------------------------------
+
+
+def _model_field(model: Any, name: str) -> Any:
+    assert name in model.model_fields, f"{model.__name__} has no field {name!r}"
+    return model.model_fields[name].annotation
+
+
+def test_every_field_path_exists_in_the_models() -> None:
+    import typing
+
+    from pydantic import BaseModel
+
+    for path, shape in fields.all_paths():
+        model: Any = Job
+        parts = path.split(".")
+        for index, part in enumerate(parts):
+            annotation = _model_field(model, part.removesuffix("[]"))
+            if index == len(parts) - 1:
+                break
+            # Unwrap Optional[...] and list[...] down to the next model.
+            candidates = [annotation]
+            while candidates:
+                current = candidates.pop()
+                if isinstance(current, type) and issubclass(current, BaseModel):
+                    model = current
+                    break
+                candidates.extend(typing.get_args(current))
+            else:
+                raise AssertionError(f"{path}: {part} is not a model")
+        assert shape in (fields.TEXT, fields.DATA)
+
+
+def test_every_payload_of_the_job_is_considered() -> None:
+    payloads = {
+        name
+        for name in Job.model_fields
+        if name not in ("job_id", "kind", "tools")  # tools are producer metadata
+    }
+    assert payloads == set(fields.FIELDS)
+
+
+def test_repository_corpus_files_exist() -> None:
+    assert (REPO / "tests" / "masking_corpus" / "secrets.yaml").is_file()
+    assert (REPO / "tests" / "masking_corpus" / "benign.yaml").is_file()
