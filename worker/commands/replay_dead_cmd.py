@@ -64,7 +64,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-_COLUMNS = ("ACTION", "JOB_ID", "KIND", "BYTES", "REASON", "FROM_QUEUE", "DEATHS", "REPLAYS")
+COLUMNS = ("ACTION", "JOB_ID", "KIND", "BYTES", "REASON", "FROM_QUEUE", "DEATHS", "REPLAYS")
 
 
 def _row(action: Action, letter: DeadLetter) -> str:
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     if not args.json:
-        print("\t".join(_COLUMNS))
+        print("\t".join(COLUMNS))
     try:
         result = asyncio.run(
             replay_dead(

@@ -1,0 +1,41 @@
+"""docs/OPERATIONS.md tells the truth about the settings and commands it documents."""
+
+import re
+from pathlib import Path
+
+from worker import settings
+from worker.commands import replay_dead_cmd
+
+OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "OPERATIONS.md"
+
+
+def reference_rows() -> dict[str, list[str]]:
+    """Configuration-reference table rows, keyed by variable name."""
+    text = OPERATIONS.read_text(encoding="utf-8")
+    section = text.split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[1].startswith("`PROMPT_WORKER_"):
+            rows[cells[1].strip("`")] = cells
+    return rows
+
+
+def test_every_serve_setting_is_documented_with_its_flag_and_default() -> None:
+    rows = reference_rows()
+    assert set(rows) == {spec.env for spec in settings.SETTINGS}
+    defaults = settings.Settings()
+    for spec in settings.SETTINGS:
+        flag, _, default, meaning = rows[spec.env]
+        assert flag.strip("`").split()[0] == spec.flag, spec.env
+        assert meaning, spec.env
+        value = getattr(defaults, spec.field)
+        if value is not None:
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            assert f"`{shown}`" in default, f"{spec.env}: default {shown} not in {default!r}"
+
+
+def test_replay_dead_example_shows_the_real_columns() -> None:
+    text = OPERATIONS.read_text(encoding="utf-8")
+    header = next(line for line in text.splitlines() if line.lstrip().startswith("ACTION"))
+    assert re.split(r"\s+", header.strip()) == list(replay_dead_cmd.COLUMNS)
