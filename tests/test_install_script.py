@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "install-runtime.sh"
 
 
+# Builds a wheel and installs the runtime dependencies from the index: 20-45 s here.
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_script_installs_a_working_prompt_worker_into_a_fresh_venv(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
