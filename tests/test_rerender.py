@@ -2,13 +2,15 @@
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from tests.conftest import CONFORMANCE
+from tests.conftest import CONFORMANCE, REPO
 from worker.cli import main
 from worker.config import load_config
 from worker.render import Renderer
@@ -356,3 +358,30 @@ def test_resume_refuses_an_output_longer_than_the_input(tmp_path: Path) -> None:
     assert rerender(str(source), "--out", str(out)) == 0
     shorter = write_lines(tmp_path / "short.jsonl", conformance_lines()[:2])
     assert rerender(str(shorter), "--out", str(out), "--resume") == 2
+
+
+def test_unreachable_broker_exits_2_with_one_line_and_leaves_the_output_be(
+    tmp_path: Path,
+) -> None:
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:2])
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"an earlier output\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "worker", "rerender", str(source), "--out", str(out),
+         "--broker=amqp://guest:secret@127.0.0.1:1/", "--progress", "off"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "rerender: error: cannot reach the broker at amqp://guest:***@127.0.0.1:1/: "
+    )
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert out.read_bytes() == b"an earlier output\n"
+
+
+def test_broker_url_must_be_an_amqp_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:1])
+    with pytest.raises(SystemExit) as exit_info:
+        main(["rerender", "--broker", str(source), "--out", str(tmp_path / "o")])
+    assert exit_info.value.code == 2
+    assert "put INPUT before --broker" in capsys.readouterr().err

@@ -67,6 +67,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _amqp_url(text: str) -> str:
+    parts = urlsplit(text)
+    if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
+        raise argparse.ArgumentTypeError(
+            f"expected amqp://user:password@host:port/vhost, got {text!r} "
+            "(write --broker=URL, or put INPUT before --broker)"
+        )
+    return text
+
+
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     parser = sub.add_parser(
         "rerender",
@@ -91,6 +101,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         nargs="?",
         const="",
         default=None,
+        type=_amqp_url,
         metavar="AMQP_URL",
         help=f"render through the worker fleet; URL default ${AMQP_URL_ENV}, "
         "else amqp://guest:guest@127.0.0.1:5672/ (write --broker=URL after INPUT)",
@@ -176,12 +187,10 @@ def _broker_engine(args: argparse.Namespace) -> Engine:
     from worker.topology import DEFAULT_REQUEST_QUEUE
 
     url = args.broker or os.environ.get(AMQP_URL_ENV) or DEFAULT_AMQP_URL
-    parts = urlsplit(url)
-    if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
-        raise RerenderError(
-            f"--broker: expected amqp://user:password@host:port/vhost, got {url!r} "
-            "(give the URL as --broker=URL, or put INPUT before --broker)"
-        )
+    try:
+        url = _amqp_url(url)
+    except argparse.ArgumentTypeError as exc:
+        raise RerenderError(f"${AMQP_URL_ENV}: {exc}") from None
     queue = args.request_queue or os.environ.get(REQUEST_QUEUE_ENV) or DEFAULT_REQUEST_QUEUE
     return BrokerEngine(
         url,

@@ -17,6 +17,7 @@ same error records the local engine writes.
 
 import asyncio
 import contextlib
+import logging
 import threading
 import uuid
 from collections.abc import Iterator
@@ -125,6 +126,10 @@ class BrokerEngine:
     # -- connection ------------------------------------------------------------------
 
     async def _connect(self) -> AbstractConnection:
+        # The libraries log connection failures themselves (through logging's last-resort
+        # handler, i.e. on stderr): this command reports them in one line of its own.
+        for name in ("aiormq", "aio_pika"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         try:
             return await aio_pika.connect(self.url, timeout=CONNECT_TIMEOUT)
         except TimeoutError:

@@ -1,0 +1,206 @@
+"""`prompt-worker rerender --broker` against the real RabbitMQ and real `serve` workers.
+
+Each test has its own queues (the `topo` fixture of the integration suite, deleted
+afterwards); the rerender run's own reply queue is exclusive and goes with its
+connection.
+"""
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import aio_pika
+import pytest
+from aio_pika.abc import AbstractIncomingMessage
+
+from tests.conftest import CONFORMANCE, REPO
+from tests.integration.conftest import start_worker, topo
+from tests.integration.helpers import AMQP_URL, StartWorker, WorkerProcess, broker_reachable
+from tests.test_rerender import conformance_lines, records, write_lines
+from worker.cli import main
+from worker.config import load_config
+from worker.render import Renderer
+from worker.topology import Topology, declare
+
+__all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used here
+
+pytestmark = [
+    pytest.mark.broker,
+    pytest.mark.skipif(not broker_reachable(), reason=f"RabbitMQ not reachable at {AMQP_URL}"),
+]
+
+CONFIG = str(CONFORMANCE / "worker.yaml")
+WORKER = [sys.executable, "-m", "worker"]
+DEADLINE = 300.0
+
+
+def mixed_input(path: Path, copies: int = 1) -> Path:
+    """Conformance cases plus a blank line and bad lines, which are never published."""
+    lines = conformance_lines() * copies
+    lines[5:5] = ["{not json", "", "[1, 2]", '{"job": {"job_id": "no-kind"}, "messages": []}']
+    return write_lines(path, lines)
+
+
+def argv(source: Path, out: Path, *options: str) -> list[str]:
+    return ["rerender", str(source), "--out", str(out), "--progress", "off", *options]
+
+
+def local_reference(source: Path, out: Path) -> bytes:
+    assert main(argv(source, out, "--config", CONFIG, "--workers", "1")) == 1  # the bad lines
+    return out.read_bytes()
+
+
+def broker_args(topology: Topology, *extra: str) -> list[str]:
+    return [f"--broker={AMQP_URL}", "--request-queue", topology.request_queue, *extra]
+
+
+def wait_ready(*workers: WorkerProcess) -> None:
+    for worker in workers:
+        asyncio.run(worker.wait_ready())
+
+
+@pytest.fixture
+def no_consumer_queue(topo: Topology) -> Iterator[Topology]:
+    """The fleet's queues, declared as `serve` declares them, with no worker on them."""
+
+    async def declare_topology() -> None:
+        connection = await aio_pika.connect(AMQP_URL)
+        async with connection:
+            await declare(await connection.channel(), topo)
+
+    asyncio.run(declare_topology())
+    yield topo
+
+
+def test_local_and_broker_engines_write_identical_files(
+    tmp_path: Path, topo: Topology, start_worker: StartWorker
+) -> None:
+    source = mixed_input(tmp_path / "in.jsonl")
+    expected = local_reference(source, tmp_path / "local.jsonl")
+    wait_ready(start_worker(), start_worker())
+    out, report = tmp_path / "broker.jsonl", tmp_path / "report.json"
+    code = main(argv(source, out, "--report", str(report), *broker_args(topo, "--window", "16")))
+    assert code == 1
+    assert out.read_bytes() == expected
+    summary = json.loads(report.read_text())
+    assert summary["engine"] == "broker"
+    assert summary["broker"]["url"] == "amqp://guest:***@127.0.0.1:5672/"
+    assert summary["totals"]["bad_lines"] == 2
+    assert summary["totals"]["drift"]["same"] == len(conformance_lines())
+    # Bad lines are never published; every job was, exactly once.
+    assert summary["broker"]["published"] == len(conformance_lines()) + 1
+    assert summary["broker"]["timeouts"] == 0
+
+
+def test_a_job_without_reply_is_retried_once_then_recorded_as_timeout(
+    tmp_path: Path, no_consumer_queue: Topology, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = write_lines(tmp_path / "in.jsonl", [*conformance_lines()[:2], "{bad"])
+    out, report = tmp_path / "out.jsonl", tmp_path / "report.json"
+    options = ("--report", str(report), *broker_args(no_consumer_queue, "--timeout", "0.5"))
+    code = main(argv(source, out, *options))
+    assert code == 1
+    assert "no worker is consuming" in capsys.readouterr().err
+    written = records(out)
+    assert [r["line"] for r in written] == [1, 2, 3]
+    for record, text in zip(written[:2], conformance_lines()[:2], strict=True):
+        assert record["job_id"] == json.loads(text)["job"]["job_id"]
+        assert record["error"]["code"] == "timeout"
+        assert record["error"]["message"] == "no reply within 0.5 s (after 2 attempts)"
+        assert record["drift"] == "error"
+    assert written[2]["bad_line"] is True
+    broker = json.loads(report.read_text())["broker"]
+    assert (broker["published"], broker["retries"], broker["timeouts"]) == (4, 2, 2)
+
+
+def test_missing_request_queue_exits_2(tmp_path: Path, topo: Topology) -> None:
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:1])
+    result = subprocess.run(
+        [*WORKER, *argv(source, tmp_path / "o", *broker_args(topo))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"the request queue {topo.request_queue!r} does not exist" in result.stderr
+
+
+async def test_duplicate_replies_are_written_once(tmp_path: Path, topo: Topology) -> None:
+    """A worker that answers every job twice (as a redelivery would): one record each."""
+    source = mixed_input(tmp_path / "in.jsonl")
+    expected = local_reference(source, tmp_path / "local.jsonl")
+    renderer = Renderer(load_config(CONFIG))
+    connection = await aio_pika.connect(AMQP_URL)
+    async with connection:
+        channel = await connection.channel()
+        queue = (await declare(channel, topo)).request_queue
+
+        async def answer_twice(message: AbstractIncomingMessage) -> None:
+            body = renderer.render(message.body).body
+            # Both sent back to back, so each twin lands right behind its first.
+            await asyncio.gather(
+                *(
+                    channel.default_exchange.publish(
+                        aio_pika.Message(body, correlation_id=message.correlation_id),
+                        routing_key=message.reply_to or "",
+                    )
+                    for _ in range(2)
+                )
+            )
+            await message.ack()
+
+        await queue.consume(answer_twice)
+        report = tmp_path / "report.json"
+        out = tmp_path / "out.jsonl"
+        process = await asyncio.create_subprocess_exec(
+            *WORKER, *argv(source, out, "--report", str(report), *broker_args(topo)), cwd=REPO
+        )
+        assert await asyncio.wait_for(process.wait(), DEADLINE) == 1
+    assert out.read_bytes() == expected
+    broker = json.loads(report.read_text())["broker"]
+    # The twin of the last reply may still be on its way when the run ends.
+    jobs = len(conformance_lines()) + 1
+    assert jobs - 1 <= broker["duplicate_replies"] <= jobs
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_run_and_restarted_still_completes_every_job(
+    tmp_path: Path, topo: Topology, start_worker: StartWorker
+) -> None:
+    source = mixed_input(tmp_path / "in.jsonl", copies=20)
+    expected = local_reference(source, tmp_path / "local.jsonl")
+    first = start_worker()
+    wait_ready(first)
+    out, report = tmp_path / "broker.jsonl", tmp_path / "report.json"
+    options = ("--report", str(report), *broker_args(topo, "--window", "64", "--timeout", "30"))
+    rerender = subprocess.Popen(
+        [*WORKER, *argv(source, out, *options)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + DEADLINE
+    while not (out.exists() and out.stat().st_size > 0):
+        assert rerender.poll() is None, rerender.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    first.signal(signal.SIGKILL)
+    first.process.wait(timeout=30)
+    assert rerender.poll() is None, "the run ended before the worker was killed"
+    written_while_down = out.read_bytes().count(b"\n")
+    wait_ready(start_worker())
+    _, err = rerender.communicate(timeout=DEADLINE)
+    assert rerender.returncode == 1, err  # the bad lines
+    assert out.read_bytes() == expected
+    assert written_while_down < expected.count(b"\n")
+    summary = json.loads(report.read_text())
+    assert summary["broker"]["timeouts"] == 0
+    assert summary["totals"]["records"] == expected.count(b"\n")
