@@ -72,20 +72,20 @@ def test_broker_enables_management_and_prometheus(compose: dict[str, Any]) -> No
     assert plugins.strip().endswith("].")  # an Erlang term: the broker refuses anything else
 
 
+def rabbitmq_conf(path: Path) -> dict[str, str]:
+    """The `key = value` lines of a rabbitmq.conf (sysctl format)."""
+    conf = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            conf[key.strip()] = value.strip()
+    return conf
+
+
 def test_broker_imports_the_topology_definitions_at_boot(compose: dict[str, Any]) -> None:
     mounts = bind_mounts(compose["services"]["rabbitmq"])
-    conf = {
-        key.strip(): value.strip()
-        for line in next(
-            source
-            for target, source in mounts.items()
-            if target.startswith("/etc/rabbitmq/conf.d/")
-        )
-        .read_text(encoding="utf-8")
-        .splitlines()
-        if line.strip() and not line.startswith("#")
-        for key, value in [line.split("=", 1)]
-    }
+    (conf_file,) = [src for dst, src in mounts.items() if dst.startswith("/etc/rabbitmq/conf.d/")]
+    conf = rabbitmq_conf(conf_file)
     assert conf["definitions.import_backend"] == "local_filesystem"
     directory = conf["definitions.local.path"]
     imported = sorted(target for target in mounts if target.startswith(directory + "/"))
@@ -131,8 +131,8 @@ def test_prometheus_scrapes_workers_and_broker(compose: dict[str, Any]) -> None:
     (dns,) = jobs["prompt-worker"]["dns_sd_configs"]
     assert dns["names"] == ["worker"] and dns["port"] == settings.DEFAULT_HTTP_PORT
     assert "PROMPT_WORKER_HTTP_PORT" not in compose["services"]["worker"]["environment"]
-    broker_conf = (DEPLOY / "rabbitmq" / "compose" / "rabbitmq.conf").read_text()
-    assert "prometheus.tcp.port = 15692" in broker_conf
+    broker_conf = rabbitmq_conf(DEPLOY / "rabbitmq" / "compose" / "rabbitmq.conf")
+    assert broker_conf["prometheus.tcp.port"] == "15692"
     for name in ("rabbitmq", "rabbitmq-queues"):
         targets = jobs[name]["static_configs"][0]["targets"]
         assert targets == ["rabbitmq:15692"]
