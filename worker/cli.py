@@ -10,9 +10,26 @@ import sys
 from collections.abc import Sequence
 
 from worker import __version__
-from worker.commands import render_cmd, rerender_cmd, schema_cmd
+from worker.commands import (
+    asyncapi_cmd,
+    mask_cmd,
+    render_cmd,
+    replay_dead_cmd,
+    rerender_cmd,
+    schema_cmd,
+    serve_cmd,
+)
 
-COMMANDS = (render_cmd, schema_cmd, rerender_cmd)
+# In the order `prompt-worker --help` lists them: the service, then the tools.
+COMMANDS = (
+    serve_cmd,
+    render_cmd,
+    rerender_cmd,
+    replay_dead_cmd,
+    mask_cmd,
+    schema_cmd,
+    asyncapi_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
