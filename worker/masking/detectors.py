@@ -13,29 +13,16 @@ import binascii
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 
 from worker.masking import k8s, keyvalue
-from worker.masking.text import MASK_PREFIX, drop_overlaps, is_placeholder, looks_random, splice
-
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-class TextView:
-    """A text and, computed once on demand, its ASCII-lowered copy (same positions)."""
-
-    __slots__ = ("__dict__", "text")
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    @cached_property
-    def lowered(self) -> str:
-        # str.lower() can change the length of non-ASCII text ("İ" -> "i̇"), which would
-        # shift every position; lowering only ASCII letters keeps them aligned.
-        text = self.text
-        return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
-
+from worker.masking.text import (
+    MASK_PREFIX,
+    TextView,
+    drop_overlaps,
+    is_placeholder,
+    looks_random,
+    splice,
+)
 
 Apply = Callable[[TextView], tuple[str, int]]
 
@@ -82,7 +69,7 @@ def _keyvalue_detector(*rules: keyvalue.KeyValueRule) -> Apply:
     def apply(view: TextView) -> tuple[str, int]:
         edits: list[tuple[int, int, str]] = []
         for rule in rules:
-            edits.extend(keyvalue.find_values(view.text, view.lowered, rule))
+            edits.extend(keyvalue.find_values(view, rule))
         return edits_result(view, edits)
 
     return apply
@@ -214,10 +201,9 @@ _MULTI_PART_SCHEMES = ("digest", "aws4-hmac-sha256")
 
 
 def _authorization(view: TextView) -> tuple[str, int]:
-    text, lowered = view.text, view.lowered
+    text = view.text
     edits: list[tuple[int, int, str]] = []
-    pos = lowered.find("authorization")
-    while pos >= 0:
+    for pos in view.find_all("authorization"):
         match = _AUTH_HEADER.match(text, pos)
         if match is not None:
             scheme = (match.group("scheme") or "").lower()
@@ -231,16 +217,13 @@ def _authorization(view: TextView) -> tuple[str, int]:
             if not is_placeholder(value) and (scheme or looks_random(value)):
                 replacement = "[MASKED_CREDENTIALS]" if scheme == "basic" else "[MASKED_TOKEN]"
                 edits.append((start, end, replacement))
-        pos = lowered.find("authorization", pos + 13)
-    pos = lowered.find("bearer")
-    while pos >= 0:
+    for pos in view.find_all("bearer"):
         if pos == 0 or not text[pos - 1].isalnum():
             match = _BEARER.match(text, pos)
             if match is not None:
                 value = match.group("value")
                 if looks_random(value) and not is_placeholder(value):
                     edits.append((match.start("value"), match.end("value"), "[MASKED_TOKEN]"))
-        pos = lowered.find("bearer", pos + 6)
     return edits_result(view, edits)
 
 
@@ -258,8 +241,7 @@ def _url_credentials(view: TextView) -> tuple[str, int]:
     if "@" not in text:
         return text, 0
     edits = []
-    pos = text.find("://")
-    while pos >= 0:
+    for pos in view.find_all("://"):
         scheme_start = pos
         while scheme_start > 0 and text[scheme_start - 1] in _SCHEME_CHARS:
             scheme_start -= 1
@@ -276,7 +258,6 @@ def _url_credentials(view: TextView) -> tuple[str, int]:
                 # A bare token used as the user name (`https://<token>@github.com`).
                 if len(user) >= 20 and looks_random(user) and not is_placeholder(user):
                     edits.append((match.start("user"), match.end("user"), "[MASKED_TOKEN]"))
-        pos = text.find("://", pos + 3)
     return edits_result(view, edits)
 
 

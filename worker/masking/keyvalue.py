@@ -3,8 +3,8 @@
 `name: DB_PASSWORD` / `value: x`.
 
 Driven by the positions of a few keywords rather than by one big case-insensitive
-regex: finding `secret` in a lowered copy is memchr-fast, and the anchored regexes then
-run only where a keyword actually is. The key around a keyword decides whether it names
+regex (which Python runs slowly, trying every position): the prefilter usually knows
+where each keyword is already, and the anchored regexes then run only there. The key around a keyword decides whether it names
 a credential (`client_secret` does, `secretName` does not).
 """
 
@@ -12,7 +12,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from worker.masking.text import KEY_CHARS, MASK_PREFIX, is_placeholder, line_end, line_start
+from worker.masking.text import (
+    KEY_CHARS,
+    MASK_PREFIX,
+    TextView,
+    is_placeholder,
+    line_end,
+    line_start,
+)
 
 # `:` after an unquoted key only counts when the key starts its line (YAML, headers,
 # `key: value` logs) or follows an opening brace or separator, so prose such as
@@ -96,24 +103,24 @@ def _value_span(text: str, start: int, quote: str | None, yaml_like: bool) -> tu
     return start, _unquoted_end(text, start)
 
 
-def find_values(text: str, lowered: str, rule: KeyValueRule) -> list[tuple[int, int, str]]:
-    """(start, end, replacement) of every credential value `rule` owns in `text`.
-
-    `lowered` is `text` with ASCII letters lowered (same length, same positions).
-    """
+def find_values(view: TextView, rule: KeyValueRule) -> list[tuple[int, int, str]]:
+    """(start, end, replacement) of every credential value `rule` owns in the text."""
+    text = view.text
     edits: list[tuple[int, int, str]] = []
     seen_keys: set[int] = set()
     n = len(text)
     for keyword in rule.keywords:
-        pos = lowered.find(keyword)
-        while pos >= 0:
+        skip_to = 0
+        for pos in view.find_all(keyword):
+            if pos < skip_to:
+                continue  # inside a key already looked at
             key_start = pos
             while key_start > 0 and text[key_start - 1] in KEY_CHARS:
                 key_start -= 1
             key_end = pos + len(keyword)
             while key_end < n and text[key_end] in KEY_CHARS:
                 key_end += 1
-            pos = lowered.find(keyword, key_end)
+            skip_to = key_end
             if key_start in seen_keys:
                 continue
             seen_keys.add(key_start)

@@ -3,7 +3,8 @@
 `Masker.from_config(cfg)` once at start-up, then `mask_job(job) -> (job, counts)` per
 job. The common case is a job with no secret: one prefilter pass over all its texts
 finds no anchor, and the very same Job object comes back. Only texts holding an anchor
-run the detectors it gates, and only changed fields are copied.
+run the detectors it gates, starting from the anchor positions the prefilter found,
+and only changed fields are copied.
 
 Fail closed: when a detector raises on some text, the whole field is replaced by a
 redaction notice and the failure is logged with the detector and the field path only,
@@ -12,7 +13,7 @@ never the text.
 
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,6 @@ from worker.masking.detectors import (
     FAILED,
     Anchor,
     Detector,
-    TextView,
     edits_result,
     is_basic_credentials,
 )
@@ -41,7 +41,8 @@ from worker.masking.keyvalue import (
     owns_secret,
     owns_token,
 )
-from worker.masking.text import MASK_PREFIX, is_placeholder
+from worker.masking.prefilter import Hits
+from worker.masking.text import MASK_PREFIX, TextView, is_placeholder
 
 log = structlog.get_logger(__name__)
 
@@ -50,7 +51,17 @@ REDACTION_NOTICE = "[MASKED_FIELD: masking failed, content withheld]"
 # masking is idempotent. Real text settles in one round; the cap bounds odd input.
 _MAX_ROUNDS = 4
 
-Counts = dict[str, int]
+# Keys whose string value is a credential in structured data, by the detector that
+# owns them (the same rules as `key: value` in text).
+_KEY_RULES = (
+    ("aws_secret_access_key", owns_aws_secret, "[MASKED_AWS_SECRET_ACCESS_KEY]"),
+    ("password", owns_password, "[MASKED_PASSWORD]"),
+    ("secret", owns_secret, "[MASKED_SECRET]"),
+    ("api_key", owns_api_key, "[MASKED_API_KEY]"),
+    ("token", owns_token, "[MASKED_TOKEN]"),
+    ("private_key", owns_private_key, "[MASKED_PRIVATE_KEY]"),
+)
+_KEY_SHAPE = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def custom_detector(pattern: CustomPattern) -> Detector:
@@ -84,21 +95,20 @@ class _Step:
     each: bool  # walk every item of a list
 
 
-def _parse_path(path: str) -> tuple[_Step, ...]:
-    return tuple(_Step(part.removesuffix("[]"), part.endswith("[]")) for part in path.split("."))
+@dataclass(frozen=True, slots=True)
+class _Path:
+    text: str
+    steps: tuple[_Step, ...]
+    data: bool  # a JSON value rather than a string
 
 
-# Keys whose string value is a credential in structured data, by the detector that
-# owns them (the same rules as `key: value` in text).
-_KEY_RULES = (
-    ("aws_secret_access_key", owns_aws_secret, "[MASKED_AWS_SECRET_ACCESS_KEY]"),
-    ("password", owns_password, "[MASKED_PASSWORD]"),
-    ("secret", owns_secret, "[MASKED_SECRET]"),
-    ("api_key", owns_api_key, "[MASKED_API_KEY]"),
-    ("token", owns_token, "[MASKED_TOKEN]"),
-    ("private_key", owns_private_key, "[MASKED_PRIVATE_KEY]"),
-)
-_KEY_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
+def _parse_path(path: str, data: bool) -> _Path:
+    steps = tuple(_Step(part.removesuffix("[]"), part.endswith("[]")) for part in path.split("."))
+    return _Path(path, steps, data)
+
+
+# A leaf: which path, the list indexes on the way there, and its value.
+_Leaf = tuple[_Path, tuple[int, ...], Any]
 
 
 class Masker:
@@ -116,17 +126,18 @@ class Masker:
         self._always: tuple[int, ...] = tuple(i for i, d in enumerate(detectors) if not d.anchors)
         for index, detector in enumerate(detectors):
             for anchor in detector.anchors:
-                key = Anchor(
-                    anchor.literal.lower() if anchor.caseless else anchor.literal, anchor.caseless
-                )
+                literal = anchor.literal.lower() if anchor.caseless else anchor.literal
+                key = Anchor(literal, anchor.caseless)
                 if key not in anchor_ids:
                     anchor_ids[key] = len(anchors)
                     anchors.append(key)
                 gated.setdefault(anchor_ids[key], []).append(index)
         self._gated = {a: tuple(ds) for a, ds in gated.items()}
-        self._all_anchors = frozenset(self._gated)
+        self._all_anchors: Hits = dict.fromkeys(self._gated)
+        # Positions of caseless anchors are what `TextView.find_all` returns.
+        self._caseless_literal = {i: a.literal for i, a in enumerate(anchors) if a.caseless}
         self.prefilter: prefilters.Prefilter = prefilters.build(anchors, engine)
-        self._paths = [(path, _parse_path(path), shape) for path, shape in all_paths()]
+        self._paths = tuple(_parse_path(path, shape is DATA) for path, shape in all_paths())
 
     @classmethod
     def from_config(cls, config: MaskingConfig) -> "Masker":
@@ -134,32 +145,36 @@ class Masker:
 
     # -- text ---------------------------------------------------------------------
 
-    def _detectors_for(self, anchor_ids: frozenset[int]) -> list[int]:
+    def _detectors_for(self, hits: Hits) -> list[int]:
+        if len(hits) == 1 and not self._always:
+            return list(self._gated[next(iter(hits))])
         chosen = set(self._always)
-        for anchor in anchor_ids:
+        for anchor in hits:
             chosen.update(self._gated[anchor])
         return sorted(chosen)
 
+    def _view(self, text: str, hits: Hits) -> TextView:
+        known = {
+            self._caseless_literal[a]: positions
+            for a, positions in hits.items()
+            if positions is not None and a in self._caseless_literal
+        }
+        return TextView(text, known)
+
     def _run(
-        self,
-        text: str,
-        anchor_ids: frozenset[int] | None,
-        counts: Counter[str],
-        *,
-        ungated: bool = False,
+        self, text: str, hits: Hits | None, counts: Counter[str], *, ungated: bool = False
     ) -> str:
         """Mask one text. Raises MaskingFailure naming the detector that failed."""
         for _ in range(_MAX_ROUNDS):
             if ungated:
-                anchor_ids = self._all_anchors
-            elif anchor_ids is None:
-                found = self.prefilter.scan([text])
-                anchor_ids = found.get(0, frozenset())
-            selected = self._detectors_for(anchor_ids) if anchor_ids else list(self._always)
+                hits = self._all_anchors
+            elif hits is None:
+                hits = self.prefilter.scan([text]).get(0, {})
+            selected = self._detectors_for(hits) if hits else list(self._always)
             if not selected:
                 return text
             changed = False
-            view = TextView(text)
+            view = self._view(text, hits)
             for index in selected:
                 detector = self.detectors[index]
                 try:
@@ -173,8 +188,19 @@ class Masker:
             if not changed:
                 return text
             text = view.text
-            anchor_ids = None  # the next round looks at the masked text afresh
+            hits = None  # the next round looks at the masked text afresh
         return text
+
+    def _guarded(self, text: str, hits: Hits | None, counts: Counter[str], where: str) -> str:
+        local: Counter[str] = Counter()
+        try:
+            masked = self._run(text, hits, local)
+        except MaskingFailure as failure:
+            log.error("masking_failed", detector=failure.detector, field=where)
+            counts[FAILED] += 1
+            return REDACTION_NOTICE
+        counts.update(local)
+        return masked
 
     def mask_text(
         self, text: str, counts: Counter[str] | None = None, *, ungated: bool = False
@@ -190,7 +216,7 @@ class Masker:
             return self._guarded(text, None, tally, "text")
         local: Counter[str] = Counter()
         try:
-            masked = self._run(text, self._all_anchors, local, ungated=True)
+            masked = self._run(text, None, local, ungated=True)
         except MaskingFailure as failure:
             log.error("masking_failed", detector=failure.detector, field="text")
             tally[FAILED] += 1
@@ -198,18 +224,17 @@ class Masker:
         tally.update(local)
         return masked
 
-    def _guarded(
-        self, text: str, anchor_ids: frozenset[int] | None, counts: Counter[str], where: str
-    ) -> str:
-        local: Counter[str] = Counter()
-        try:
-            masked = self._run(text, anchor_ids, local)
-        except MaskingFailure as failure:
-            log.error("masking_failed", detector=failure.detector, field=where)
-            counts[FAILED] += 1
-            return REDACTION_NOTICE
-        counts.update(local)
-        return masked
+    def mask_texts(self, texts: Sequence[str]) -> tuple[list[str], dict[str, int]]:
+        """Mask several independent texts with one prefilter pass."""
+        counts: Counter[str] = Counter()
+        found = self.prefilter.scan(texts)
+        masked = list(texts)
+        indexes = range(len(texts)) if self._always else found
+        for index in indexes:
+            masked[index] = self._guarded(
+                texts[index], found.get(index, {}), counts, f"text[{index}]"
+            )
+        return masked, dict(counts)
 
     # -- structured values ----------------------------------------------------------
 
@@ -261,12 +286,12 @@ class Masker:
                 result[key] = "[MASKED_SECRET_VALUE]"
             else:
                 result[key] = item
-        return result
+        return result if result != data else data
 
     def _credential_by_key(self, key: str, value: str) -> tuple[str, str] | None:
         if value.startswith(MASK_PREFIX) or is_placeholder(value):
             return None
-        if not _KEY_CHARS.fullmatch(key):
+        if not _KEY_SHAPE.fullmatch(key):
             return None
         if key == "auth" and "docker_auth" in self._enabled_names and is_basic_credentials(value):
             return "docker_auth", "[MASKED_CREDENTIALS]"
@@ -278,71 +303,62 @@ class Masker:
 
     # -- jobs -----------------------------------------------------------------------
 
-    def _leaves(self, job: Job) -> Iterator[tuple[int, tuple[int, ...], Any]]:
-        """(path index, list indexes on the way, value) of every maskable leaf."""
-        for number, (_, steps, _) in enumerate(self._paths):
-            yield from _walk(job, steps, 0, (), number)
+    def _leaves(self, job: Job) -> list[_Leaf]:
+        """Every maskable leaf of `job`, path by path, list items in order."""
+        leaves: list[_Leaf] = []
+        for path in self._paths:
+            frontier: list[tuple[Any, tuple[int, ...]]] = [(job, ())]
+            for step in path.steps:
+                following: list[tuple[Any, tuple[int, ...]]] = []
+                for obj, indexes in frontier:
+                    value = getattr(obj, step.name, None)
+                    if value is None:
+                        continue
+                    if step.each:
+                        following.extend(
+                            (item, (*indexes, i))
+                            for i, item in enumerate(value)
+                            if item is not None
+                        )
+                    else:
+                        following.append((value, indexes))
+                frontier = following
+                if not frontier:
+                    break
+            leaves.extend((path, indexes, value) for value, indexes in frontier)
+        return leaves
 
     def mask_job(self, job: Job) -> tuple[Job, dict[str, int]]:
         counts: Counter[str] = Counter()
-        leaves = list(self._leaves(job))
+        leaves = self._leaves(job)
         texts: list[str] = []
-        text_leaves: list[int] = []
-        for position, (number, _, value) in enumerate(leaves):
-            if self._paths[number][2] is not DATA and isinstance(value, str) and value:
-                texts.append(value)
-                text_leaves.append(position)
-        found = self.prefilter.scan(texts) if texts else {}
-        replacements: dict[int, Any] = {}
-        hits = {i: found.get(i, frozenset()) for i in range(len(texts))} if self._always else found
-        for text_index, anchor_ids in hits.items():
-            position = text_leaves[text_index]
-            number, indexes, value = leaves[position]
-            where = _format_path(self._paths[number][0], indexes)
-            masked = self._guarded(value, anchor_ids, counts, where)
-            if masked is not value:
-                replacements[position] = masked
-        for position, (number, indexes, value) in enumerate(leaves):
-            if self._paths[number][2] is DATA:
-                where = _format_path(self._paths[number][0], indexes)
-                masked = self.mask_data(value, counts, where)
+        text_leaves: list[_Leaf] = []
+        replacements: list[tuple[_Leaf, Any]] = []
+        for leaf in leaves:
+            path, indexes, value = leaf
+            if path.data:
+                masked = self.mask_data(value, counts, _format_path(path.text, indexes))
                 if masked is not value:
-                    replacements[position] = masked
+                    replacements.append((leaf, masked))
+            elif isinstance(value, str) and value:
+                texts.append(value)
+                text_leaves.append(leaf)
+        found = self.prefilter.scan(texts) if texts else {}
+        selected = range(len(texts)) if self._always else found
+        for index in selected:
+            leaf = text_leaves[index]
+            path, indexes, value = leaf
+            where = _format_path(path.text, indexes)
+            masked = self._guarded(value, found.get(index, {}), counts, where)
+            if masked is not value:
+                replacements.append((leaf, masked))
         if not replacements:
             return job, dict(counts)
         updated: BaseModel = job
-        for position, new in replacements.items():
-            number, indexes, _ = leaves[position]
-            updated = _replace(updated, self._paths[number][1], 0, indexes, new)
+        for (path, indexes, _), new in replacements:
+            updated = _replace(updated, path.steps, 0, indexes, new)
         assert isinstance(updated, Job)
         return updated, dict(counts)
-
-    def mask_texts(self, texts: Sequence[str]) -> tuple[list[str], dict[str, int]]:
-        """Mask several independent texts (e.g. for `prompt-worker mask`)."""
-        counts: Counter[str] = Counter()
-        return [self._guarded(t, None, counts, f"text[{i}]") for i, t in enumerate(texts)], dict(
-            counts
-        )
-
-
-def _walk(
-    obj: Any, steps: tuple[_Step, ...], depth: int, indexes: tuple[int, ...], number: int
-) -> Iterator[tuple[int, tuple[int, ...], Any]]:
-    step = steps[depth]
-    value = getattr(obj, step.name, None)
-    if value is None:
-        return
-    last = depth == len(steps) - 1
-    if step.each:
-        for i, item in enumerate(value):
-            if last:
-                yield number, (*indexes, i), item
-            elif item is not None:
-                yield from _walk(item, steps, depth + 1, (*indexes, i), number)
-    elif last:
-        yield number, indexes, value
-    else:
-        yield from _walk(value, steps, depth + 1, indexes, number)
 
 
 def _replace(

@@ -10,6 +10,7 @@ bench/bench_masking.py).
 Both engines fold ASCII case only, so they agree on every input; a test checks it.
 """
 
+import threading
 from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -17,6 +18,10 @@ from typing import Any, Protocol
 import structlog
 
 from worker.masking.detectors import Anchor
+
+# Per text: anchor id -> start positions of its occurrences, or None when the engine
+# only knows that it occurs.
+Hits = dict[int, list[int] | None]
 
 log = structlog.get_logger(__name__)
 
@@ -38,8 +43,8 @@ def _ascii_lower(text: str) -> str:
 class Prefilter(Protocol):
     engine: str
 
-    def scan(self, texts: Sequence[str]) -> dict[int, frozenset[int]]:
-        """{index of a text: ids of the anchors it contains}, texts without any left out."""
+    def scan(self, texts: Sequence[str]) -> dict[int, Hits]:
+        """{index of a text: the anchors it contains}, texts without any left out."""
         ...
 
 
@@ -50,7 +55,7 @@ class PythonPrefilter:
         self._caseless = [(i, a.literal.lower()) for i, a in enumerate(anchors) if a.caseless]
         self._exact = [(i, a.literal) for i, a in enumerate(anchors) if not a.caseless]
 
-    def scan(self, texts: Sequence[str]) -> dict[int, frozenset[int]]:
+    def scan(self, texts: Sequence[str]) -> dict[int, Hits]:
         if not texts:
             return {}
         # One pass per anchor over everything first: usually nothing is found and the
@@ -64,15 +69,15 @@ class PythonPrefilter:
         if not exact and not caseless:
             return {}
         if len(texts) == 1:
-            return {0: frozenset(i for i, _ in exact + caseless)}
-        found: dict[int, frozenset[int]] = {}
+            return {0: dict.fromkeys(i for i, _ in exact + caseless)}
+        found: dict[int, Hits] = {}
         for index, text in enumerate(texts):
             ids = [i for i, a in exact if a in text]
             if caseless:
                 low = _ascii_lower(text)
                 ids.extend(i for i, a in caseless if a in low)
             if ids:
-                found[index] = frozenset(ids)
+                found[index] = dict.fromkeys(ids)
         return found
 
 
@@ -93,10 +98,8 @@ class HyperscanPrefilter:
             literal=True,
         )
         self._database: Any = database
-        # Scratch space is per thread; the worker renders on one thread per Renderer,
-        # but `prompt-worker` commands may share one, so keep one per thread.
-        import threading
-
+        self._lengths = [len(a.literal.encode("utf-8")) for a in anchors]
+        # Hyperscan scratch space may not be shared by concurrent scans: one per thread.
         self._local = threading.local()
 
     def _scratch(self) -> Any:
@@ -106,11 +109,11 @@ class HyperscanPrefilter:
             scratch = self._local.scratch = _hs.Scratch(self._database)
         return scratch
 
-    def scan(self, texts: Sequence[str]) -> dict[int, frozenset[int]]:
+    def scan(self, texts: Sequence[str]) -> dict[int, Hits]:
         if self._empty or not texts:
             return {}
         encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
-        buffer = b"\0".join(encoded)
+        buffer = encoded[0] if len(encoded) == 1 else b"\0".join(encoded)
         hits: list[tuple[int, int]] = []
 
         def on_match(anchor: int, start: int, end: int, flags: int, context: Any) -> None:
@@ -119,18 +122,29 @@ class HyperscanPrefilter:
         self._database.scan(buffer, match_event_handler=on_match, scratch=self._scratch())
         if not hits:
             return {}
-        if len(texts) == 1:
-            return {0: frozenset(anchor for _, anchor in hits)}
-        # End offsets of each text in the buffer (exclusive), to map hits to texts.
-        bounds: list[int] = []
-        offset = -1
+        # Start offset of each text in the buffer, to map hits to texts.
+        starts: list[int] = []
+        offset = 0
         for data in encoded:
+            starts.append(offset)
             offset += len(data) + 1
-            bounds.append(offset)
-        found: dict[int, set[int]] = {}
+        lengths = self._lengths
+        found: dict[int, Hits] = {}
         for end, anchor in hits:
-            found.setdefault(bisect_right(bounds, end - 1), set()).add(anchor)
-        return {index: frozenset(ids) for index, ids in found.items()}
+            index = bisect_right(starts, end - 1) - 1
+            per_text = found.get(index)
+            if per_text is None:
+                per_text = found[index] = {}
+            # Byte offsets are character offsets only in ASCII text; elsewhere the
+            # detectors search for themselves.
+            if not texts[index].isascii():
+                per_text[anchor] = None
+                continue
+            positions = per_text.get(anchor, [])
+            if positions is not None:
+                positions.append(end - lengths[anchor] - starts[index])
+                per_text[anchor] = positions
+        return found
 
 
 def build(anchors: Sequence[Anchor], engine: str = "auto") -> Prefilter:

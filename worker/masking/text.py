@@ -1,6 +1,9 @@
 """Small text helpers shared by the detectors."""
 
 import re
+from collections.abc import Mapping
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 # Every replacement starts with this, so a detector can recognise text that is already
 # masked (masking must be idempotent) and the LLM reads what kind of value was removed.
@@ -111,3 +114,41 @@ def lines(text: str) -> list[tuple[int, int]]:
         start = match.end()
     spans.append((start, len(text)))
     return spans
+
+
+class TextView:
+    """A text being masked, with what is known or computed once about it.
+
+    `known` maps a lower-case literal to its start positions in the text (ASCII case
+    ignored), as the prefilter found them; other literals are searched on demand in an
+    ASCII-lowered copy, and remembered.
+    """
+
+    __slots__ = ("_lowered", "_positions", "text")
+
+    def __init__(self, text: str, known: Mapping[str, list[int]] | None = None) -> None:
+        self.text = text
+        self._positions: dict[str, list[int]] = dict(known) if known else {}
+        self._lowered: str | None = None
+
+    @property
+    def lowered(self) -> str:
+        if self._lowered is None:
+            # str.lower() can change the length of non-ASCII text ("İ" -> "i̇"), which
+            # would shift every position; lowering only ASCII letters keeps them aligned.
+            text = self.text
+            self._lowered = text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+        return self._lowered
+
+    def find_all(self, literal: str) -> list[int]:
+        """Start positions of `literal` (lower-case) in the text, ASCII case ignored."""
+        found = self._positions.get(literal)
+        if found is None:
+            found = []
+            lowered = self.lowered
+            pos = lowered.find(literal)
+            while pos >= 0:
+                found.append(pos)
+                pos = lowered.find(literal, pos + 1)
+            self._positions[literal] = found
+        return found

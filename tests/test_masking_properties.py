@@ -1,0 +1,169 @@
+"""Properties of the masking stage on arbitrary and adversarial text (hypothesis)."""
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from tests.masking_corpus.positions import BENIGN_CASES, SECRET_CASES
+from worker.masking import prefilter
+from worker.masking.config import MaskingConfig
+from worker.masking.masker import REDACTION_NOTICE, Masker
+
+CONFIG = MaskingConfig(groups=["secrets", "pii"])
+MASKER = Masker(CONFIG, engine="python")
+ENGINES = ["python"] + (["hyperscan"] if prefilter.HYPERSCAN_AVAILABLE else [])
+
+# Pieces of the syntax the detectors key on, so generated text often comes close to a
+# secret (and to the masks themselves) instead of being random noise.
+FRAGMENTS = [
+    "password",
+    "PASSWORD",
+    "DB_PASSWORD",
+    "token",
+    "--token",
+    "access_token",
+    "secret",
+    "client_secret",
+    "api_key",
+    "X-API-Key",
+    "Authorization",
+    "Bearer ",
+    "Basic ",
+    "kind: Secret",
+    '"kind": "Secret"',
+    "kind: ConfigMap",
+    "data:",
+    "stringData:",
+    '"data": {',
+    "  ",
+    "- ",
+    ": ",
+    "=",
+    ":",
+    '"',
+    "'",
+    '\\"',
+    "\\n",
+    "\n",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    "&",
+    "@",
+    "://",
+    "https://",
+    "user:pa55@host",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----",
+    "-----BEGIN CERTIFICATE-----",
+    "MIIEpAIBAAKCAQEA",
+    "eyJhbGciOiJIUzI1NiJ9",
+    ".",
+    "ghp_",
+    "AKIA",
+    "xoxb-",
+    "sha256~",
+    "sha256:",
+    "client-key-data",
+    '"auth"',
+    "dXNlcjpwYXNz",
+    "hunter2",
+    "aGVsbG8=",
+    "abc123XYZ789def456",
+    "[MASKED_TOKEN]",
+    "[MASKED_PASSWORD]",
+    "[MASKED_",
+    "name: ",
+    "value: ",
+    "$TOKEN",
+    "x@example.com",
+    "İ",
+    "é",
+    "\t",
+    "|",
+    "#",
+]
+
+fragment_text = st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join)
+any_text = st.one_of(st.text(max_size=400), fragment_text)
+corpus_examples = [c["text"] for c in SECRET_CASES[::4]]
+
+
+def mask(text: str, masker: Masker = MASKER) -> tuple[str, Counter[str]]:
+    counts: Counter[str] = Counter()
+    return masker.mask_text(text, counts), counts
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_text)
+@example("password: [MASKED_PASSWORD]=x")
+@example("token=token=abc123def456")
+@example(
+    '{"kind":"Secret","data":{"a":"b"},"x":"{\\"kind\\":\\"Secret\\",\\"data\\":{\\"c\\":\\"d\\"}}"}'
+)
+def test_masking_is_idempotent_and_never_raises(text: str) -> None:
+    once, counts = mask(text)
+    twice, again = mask(once)
+    assert twice == once
+    assert again == {}, f"second pass masked {dict(again)}"
+    assert counts.get("masking_failed", 0) == 0, "a detector raised"
+    assert once != REDACTION_NOTICE or text == REDACTION_NOTICE
+
+
+@pytest.mark.parametrize("text", corpus_examples)
+def test_masking_corpus_secrets_is_idempotent(text: str) -> None:
+    once, counts = mask(text)
+    assert sum(counts.values()) > 0
+    assert mask(once) == (once, Counter())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_text)
+def test_the_prefilter_never_hides_a_match(text: str) -> None:
+    """The anchors are necessary conditions: running every detector changes nothing more."""
+    gated, gated_counts = mask(text)
+    ungated_counts: Counter[str] = Counter()
+    assert MASKER.mask_text(text, ungated_counts, ungated=True) == gated
+    assert ungated_counts == gated_counts
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(any_text, max_size=6))
+def test_prefilter_engines_agree_with_plain_substring_checks(engine: str, texts: list[str]) -> None:
+    masker = Masker(CONFIG, engine=engine)
+    anchors = {}
+    for detector in masker.detectors:
+        for anchor in detector.anchors:
+            anchors[
+                (anchor.literal.lower() if anchor.caseless else anchor.literal, anchor.caseless)
+            ] = None
+    found = masker.prefilter.scan(texts)
+    for index, text in enumerate(texts):
+        lowered = "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
+        expected = {
+            (literal, caseless)
+            for literal, caseless in anchors
+            if (literal in lowered if caseless else literal in text)
+        }
+        ids = found.get(index, frozenset())
+        assert len(ids) == len(expected)
+
+
+@pytest.mark.skipif(not prefilter.HYPERSCAN_AVAILABLE, reason="hyperscan not installed")
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(any_text)
+def test_hyperscan_and_python_engines_mask_alike(text: str) -> None:
+    fast = Masker(CONFIG, engine="hyperscan")
+    assert mask(text, fast) == mask(text)
+
+
+@pytest.mark.parametrize("case", BENIGN_CASES, ids=lambda c: c["id"])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_benign_corpus_untouched_by_each_engine(case: dict[str, str], engine: str) -> None:
+    masker = Masker(MaskingConfig(), engine=engine)
+    assert masker.mask_text(case["text"]) is case["text"]
