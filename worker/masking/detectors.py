@@ -307,8 +307,10 @@ BUILTIN: tuple[Detector, ...] = (
         "private_key",
         SECRETS,
         "[MASKED_PRIVATE_KEY]",
-        (*_PEM_ANCHOR, Anchor("private_key"), Anchor("privatekey"), Anchor("private-key")),
-        _chain(_pem_detector(private=True), _keyvalue_detector(keyvalue.PRIVATE_KEY)),
+        # In text a private key is a PEM block (service-account JSON included); a bare
+        # `private_key` value is only recognised in structured data, by its key.
+        _PEM_ANCHOR,
+        _pem_detector(private=True),
     ),
     Detector(
         "certificate", SECRETS, "[MASKED_CERTIFICATE]", _PEM_ANCHOR, _pem_detector(private=False)

@@ -11,6 +11,7 @@ a credential (`client_secret` does, `secretName` does not).
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from worker.masking.text import (
     KEY_CHARS,
@@ -103,31 +104,44 @@ def _value_span(text: str, start: int, quote: str | None, yaml_like: bool) -> tu
     return start, _unquoted_end(text, start)
 
 
+def keys_around(view: TextView, keyword: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, key, normalised key) of each key holding `keyword`, computed once per
+    text and shared by the detectors that look for the same keyword."""
+    cache = view.cache
+    cached = cache.get(keyword)
+    if cached is not None:
+        return cast("list[tuple[int, int, str, str]]", cached)
+    text = view.text
+    n = len(text)
+    found: list[tuple[int, int, str, str]] = []
+    skip_to = 0
+    for pos in view.find_all(keyword):
+        if pos < skip_to:
+            continue  # inside a key already looked at
+        key_start = pos
+        while key_start > 0 and text[key_start - 1] in KEY_CHARS:
+            key_start -= 1
+        key_end = pos + len(keyword)
+        while key_end < n and text[key_end] in KEY_CHARS:
+            key_end += 1
+        skip_to = key_end
+        key = text[key_start:key_end].rstrip(".-")
+        if key:
+            found.append((key_start, key_start + len(key), key, normalise_key(key)))
+    cache[keyword] = found
+    return found
+
+
 def find_values(view: TextView, rule: KeyValueRule) -> list[tuple[int, int, str]]:
     """(start, end, replacement) of every credential value `rule` owns in the text."""
     text = view.text
     edits: list[tuple[int, int, str]] = []
     seen_keys: set[int] = set()
-    n = len(text)
     for keyword in rule.keywords:
-        skip_to = 0
-        for pos in view.find_all(keyword):
-            if pos < skip_to:
-                continue  # inside a key already looked at
-            key_start = pos
-            while key_start > 0 and text[key_start - 1] in KEY_CHARS:
-                key_start -= 1
-            key_end = pos + len(keyword)
-            while key_end < n and text[key_end] in KEY_CHARS:
-                key_end += 1
-            skip_to = key_end
-            if key_start in seen_keys:
+        for key_start, key_end, key, norm in keys_around(view, keyword):
+            if key_start in seen_keys or not rule.owns(key, norm):
                 continue
             seen_keys.add(key_start)
-            key = text[key_start:key_end].rstrip(".-")
-            key_end = key_start + len(key)
-            if not key or not rule.owns(key, normalise_key(key)):
-                continue
             span = _value_after_key(text, key_start, key_end, key)
             if span is None:
                 span = _env_pair_value(text, key_start, key_end)
@@ -233,7 +247,8 @@ def owns_token(key: str, norm: str) -> bool:
 
 
 def owns_api_key(key: str, norm: str) -> bool:
-    return norm.endswith(("apikey", "apitoken"))
+    # `api_token` ends with "token": the token detector masks it.
+    return norm.endswith("apikey")
 
 
 def owns_private_key(key: str, norm: str) -> bool:
@@ -244,11 +259,4 @@ PASSWORD = KeyValueRule(("pass", "pwd"), owns_password, "[MASKED_PASSWORD]")
 SECRET = KeyValueRule(("secret",), owns_secret, "[MASKED_SECRET]")
 AWS_SECRET = KeyValueRule(("secret",), owns_aws_secret, "[MASKED_AWS_SECRET_ACCESS_KEY]")
 TOKEN = KeyValueRule(("token",), owns_token, "[MASKED_TOKEN]")
-API_KEY = KeyValueRule(
-    ("api_key", "apikey", "api-key", "apitoken", "api_token", "api-token"),
-    owns_api_key,
-    "[MASKED_API_KEY]",
-)
-PRIVATE_KEY = KeyValueRule(
-    ("private_key", "privatekey", "private-key"), owns_private_key, "[MASKED_PRIVATE_KEY]"
-)
+API_KEY = KeyValueRule(("api_key", "apikey", "api-key"), owns_api_key, "[MASKED_API_KEY]")

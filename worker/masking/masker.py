@@ -12,9 +12,11 @@ never the text.
 """
 
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import structlog
@@ -110,6 +112,10 @@ def _parse_path(path: str, data: bool) -> _Path:
 # A leaf: which path, the list indexes on the way there, and its value.
 _Leaf = tuple[_Path, tuple[int, ...], Any]
 
+# A run of texts: its path, the list indexes before the last list, where the run
+# starts in the text list, and whether its items are the items of that last list.
+_Group = tuple[_Path, tuple[int, ...], int, bool]
+
 
 class Masker:
     def __init__(self, config: MaskingConfig, *, engine: str = "auto") -> None:
@@ -137,7 +143,9 @@ class Masker:
         # Positions of caseless anchors are what `TextView.find_all` returns.
         self._caseless_literal = {i: a.literal for i, a in enumerate(anchors) if a.caseless}
         self.prefilter: prefilters.Prefilter = prefilters.build(anchors, engine)
-        self._paths = tuple(_parse_path(path, shape is DATA) for path, shape in all_paths())
+        paths = [_parse_path(path, shape is DATA) for path, shape in all_paths()]
+        self._text_paths = tuple(p for p in paths if not p.data)
+        self._data_paths = tuple(p for p in paths if p.data)
 
     @classmethod
     def from_config(cls, config: MaskingConfig) -> "Masker":
@@ -162,7 +170,7 @@ class Masker:
         return TextView(text, known)
 
     def _run(
-        self, text: str, hits: Hits | None, counts: Counter[str], *, ungated: bool = False
+        self, text: str, hits: Hits | None, counts: dict[str, int], *, ungated: bool = False
     ) -> str:
         """Mask one text. Raises MaskingFailure naming the detector that failed."""
         for _ in range(_MAX_ROUNDS):
@@ -182,7 +190,7 @@ class Masker:
                 except Exception as exc:
                     raise MaskingFailure(detector.name) from exc
                 if count:
-                    counts[detector.name] += count
+                    counts[detector.name] = counts.get(detector.name, 0) + count
                     changed = True
                     view = TextView(masked)
             if not changed:
@@ -192,14 +200,16 @@ class Masker:
         return text
 
     def _guarded(self, text: str, hits: Hits | None, counts: Counter[str], where: str) -> str:
-        local: Counter[str] = Counter()
+        # Counted apart so a field that fails half-way contributes only its failure.
+        local: dict[str, int] = {}
         try:
             masked = self._run(text, hits, local)
         except MaskingFailure as failure:
             log.error("masking_failed", detector=failure.detector, field=where)
             counts[FAILED] += 1
             return REDACTION_NOTICE
-        counts.update(local)
+        for name, count in local.items():
+            counts[name] += count
         return masked
 
     def mask_text(
@@ -214,7 +224,7 @@ class Masker:
         tally: Counter[str] = Counter() if counts is None else counts
         if not ungated:
             return self._guarded(text, None, tally, "text")
-        local: Counter[str] = Counter()
+        local: dict[str, int] = {}
         try:
             masked = self._run(text, None, local, ungated=True)
         except MaskingFailure as failure:
@@ -303,10 +313,10 @@ class Masker:
 
     # -- jobs -----------------------------------------------------------------------
 
-    def _leaves(self, job: Job) -> list[_Leaf]:
-        """Every maskable leaf of `job`, path by path, list items in order."""
+    def _leaves(self, job: Job, paths: Sequence[_Path]) -> list[_Leaf]:
+        """Every leaf of `paths` in `job`, path by path, list items in order."""
         leaves: list[_Leaf] = []
-        for path in self._paths:
+        for path in paths:
             frontier: list[tuple[Any, tuple[int, ...]]] = [(job, ())]
             for step in path.steps:
                 following: list[tuple[Any, tuple[int, ...]]] = []
@@ -328,37 +338,90 @@ class Masker:
             leaves.extend((path, indexes, value) for value, indexes in frontier)
         return leaves
 
+    def _texts(self, job: Job) -> tuple[list[str], list[_Group]]:
+        """The strings of every text path, and where each run of them came from.
+
+        The hot path of every job: a list of events becomes one list comprehension and
+        one group record rather than a record per item.
+        """
+        texts: list[str] = []
+        groups: list[_Group] = []
+        for path in self._text_paths:
+            root = getattr(job, path.steps[0].name)
+            if root is not None:
+                _collect(root, path, 1, (), texts, groups)
+        return texts, groups
+
     def mask_job(self, job: Job) -> tuple[Job, dict[str, int]]:
         counts: Counter[str] = Counter()
-        leaves = self._leaves(job)
-        texts: list[str] = []
-        text_leaves: list[_Leaf] = []
-        replacements: list[tuple[_Leaf, Any]] = []
-        for leaf in leaves:
-            path, indexes, value = leaf
-            if path.data:
+        replacements: list[tuple[_Path, tuple[int, ...], Any]] = []
+        data_paths = [p for p in self._data_paths if getattr(job, p.steps[0].name) is not None]
+        if data_paths:
+            for path, indexes, value in self._leaves(job, data_paths):
                 masked = self.mask_data(value, counts, _format_path(path.text, indexes))
                 if masked is not value:
-                    replacements.append((leaf, masked))
-            elif isinstance(value, str) and value:
-                texts.append(value)
-                text_leaves.append(leaf)
+                    replacements.append((path, indexes, masked))
+        texts, groups = self._texts(job)
         found = self.prefilter.scan(texts) if texts else {}
         selected = range(len(texts)) if self._always else found
-        for index in selected:
-            leaf = text_leaves[index]
-            path, indexes, value = leaf
-            where = _format_path(path.text, indexes)
-            masked = self._guarded(value, found.get(index, {}), counts, where)
-            if masked is not value:
-                replacements.append((leaf, masked))
+        if selected:
+            starts = [group[2] for group in groups]
+            for index in selected:
+                value = texts[index]
+                if not value:
+                    continue
+                path, prefix, start, each = groups[bisect_right(starts, index) - 1]
+                indexes = (*prefix, index - start) if each else prefix
+                where = _format_path(path.text, indexes)
+                masked = self._guarded(value, found.get(index, {}), counts, where)
+                if masked is not value:
+                    replacements.append((path, indexes, masked))
         if not replacements:
             return job, dict(counts)
         updated: BaseModel = job
-        for (path, indexes, _), new in replacements:
+        for path, indexes, new in replacements:
             updated = _replace(updated, path.steps, 0, indexes, new)
         assert isinstance(updated, Job)
         return updated, dict(counts)
+
+
+def _collect(
+    obj: Any,
+    path: _Path,
+    depth: int,
+    prefix: tuple[int, ...],
+    texts: list[str],
+    groups: list[_Group],
+) -> None:
+    """Append the strings under `obj` (the value of step depth-1) to `texts`."""
+    steps = path.steps
+    last = len(steps) - 1
+    if depth > last:
+        if isinstance(obj, str):
+            groups.append((path, prefix, len(texts), False))
+            texts.append(obj)
+        return
+    step = steps[depth]
+    value = getattr(obj, step.name, None)
+    if value is None:
+        return
+    if not step.each:
+        _collect(value, path, depth + 1, prefix, texts, groups)
+        return
+    if depth == last:
+        groups.append((path, prefix, len(texts), True))
+        texts.extend(v if isinstance(v, str) else "" for v in value)
+    elif depth + 1 == last and not steps[last].each:
+        # A list of models and one text field of each: the common case (events).
+        values = list(map(attrgetter(steps[last].name), value))
+        if None in values:
+            values = [v if isinstance(v, str) else "" for v in values]
+        groups.append((path, prefix, len(texts), True))
+        texts.extend(values)
+    else:
+        for i, item in enumerate(value):
+            if item is not None:
+                _collect(item, path, depth + 1, (*prefix, i), texts, groups)
 
 
 def _replace(

@@ -81,6 +81,10 @@ class PythonPrefilter:
         return found
 
 
+def _on_match(anchor: int, start: int, end: int, flags: int, hits: list[tuple[int, int]]) -> None:
+    hits.append((end, anchor))
+
+
 class HyperscanPrefilter:
     engine = "hyperscan"
 
@@ -112,22 +116,24 @@ class HyperscanPrefilter:
     def scan(self, texts: Sequence[str]) -> dict[int, Hits]:
         if self._empty or not texts:
             return {}
-        encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
-        buffer = encoded[0] if len(encoded) == 1 else b"\0".join(encoded)
+        # One buffer, one pass: a call per text would cost more than the scan itself.
+        joined = texts[0] if len(texts) == 1 else _SEPARATOR.join(texts)
         hits: list[tuple[int, int]] = []
-
-        def on_match(anchor: int, start: int, end: int, flags: int, context: Any) -> None:
-            hits.append((end, anchor))
-
-        self._database.scan(buffer, match_event_handler=on_match, scratch=self._scratch())
+        self._database.scan(
+            joined.encode("utf-8", "surrogatepass"),
+            match_event_handler=_on_match,
+            context=hits,
+            scratch=self._scratch(),
+        )
         if not hits:
             return {}
         # Start offset of each text in the buffer, to map hits to texts.
+        all_ascii = joined.isascii()
         starts: list[int] = []
         offset = 0
-        for data in encoded:
+        for text in texts:
             starts.append(offset)
-            offset += len(data) + 1
+            offset += (len(text) if all_ascii else len(text.encode("utf-8", "surrogatepass"))) + 1
         lengths = self._lengths
         found: dict[int, Hits] = {}
         for end, anchor in hits:
@@ -137,7 +143,7 @@ class HyperscanPrefilter:
                 per_text = found[index] = {}
             # Byte offsets are character offsets only in ASCII text; elsewhere the
             # detectors search for themselves.
-            if not texts[index].isascii():
+            if not all_ascii and not texts[index].isascii():
                 per_text[anchor] = None
                 continue
             positions = per_text.get(anchor, [])

@@ -124,12 +124,14 @@ class TextView:
     ASCII-lowered copy, and remembered.
     """
 
-    __slots__ = ("_lowered", "_positions", "text")
+    __slots__ = ("_lowered", "_positions", "cache", "text")
 
     def __init__(self, text: str, known: Mapping[str, list[int]] | None = None) -> None:
         self.text = text
         self._positions: dict[str, list[int]] = dict(known) if known else {}
         self._lowered: str | None = None
+        # Results several detectors need, computed by the first (e.g. keys by keyword).
+        self.cache: dict[str, object] = {}
 
     @property
     def lowered(self) -> str:
