@@ -98,7 +98,7 @@ class Worker:
         self.renderer = renderer
         self.metrics = metrics
         self.pool = render_pool or RenderPool(renderer.config, settings.max_message_bytes)
-        self.log = get_logger(component="worker", queue=settings.request_queue)
+        self.log = get_logger(component="worker", queue=settings.request_queue, pid=os.getpid())
         self.connection_name = f"prompt-worker {socket.gethostname()} pid {os.getpid()}"
         self._connection: aio_pika.RobustConnection | None = None
         self._channel: AbstractRobustChannel | None = None
@@ -222,7 +222,9 @@ class Worker:
             tag, self._consumer_tag = self._consumer_tag, None
             self._update_ready()
             try:
-                await asyncio.wait_for(self._queue.cancel(tag), timeout=5)
+                # Cancelling first forgets the consumer, so a reconnect during the drain
+                # does not restore it; the basic.cancel itself needs a live link.
+                await asyncio.wait_for(self._queue.cancel(tag), timeout=5 if self._link_up else 0.5)
             except Exception as exc:  # broker gone: its redelivery covers the rest
                 self.log.warning("cancel_consumer_failed", error=repr(exc))
         # Deliveries that arrived before the cancel-ok are already scheduled as tasks,
@@ -243,7 +245,8 @@ class Worker:
             task.cancel()
         if self._connection is not None:
             try:
-                await self._connection.close()
+                # Bounded: on a stalled network the close handshake never completes.
+                await asyncio.wait_for(self._connection.close(), timeout=5)
             except Exception as exc:
                 self.log.warning("close_failed", error=repr(exc))
         self._link_up = False

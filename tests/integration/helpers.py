@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -39,11 +40,23 @@ def broker_reachable() -> bool:
         return False
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A port nobody listens on, never the same twice in this test run.
+
+    The OS may hand a just-released port out again; a proxy that is not listening yet
+    and a worker's HTTP server must not end up sharing one. Port + 1 is kept free too
+    (`--processes 2` listens on port and port + 1).
+    """
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if not {port, port + 1} & _handed_out:
+            _handed_out.update((port, port + 1))
+            return port
 
 
 async def delete_topology(topology: Topology) -> None:
@@ -113,16 +126,32 @@ class WorkerProcess:
             return None
         return status
 
+    async def wait_alive(self, within: float = READY_TIMEOUT) -> None:
+        """Until /healthz answers (raises at once if the process died)."""
+
+        async def alive() -> bool:
+            self._check_running()
+            try:
+                status, _ = await self.http_get("/healthz")
+            except (aiohttp.ClientError, TimeoutError):
+                return False
+            return status == 200
+
+        await wait_for(alive, within, f"worker {self.pid} to answer /healthz")
+
+    def _check_running(self) -> None:
+        if self.process.poll() is not None:
+            raise AssertionError(
+                f"worker exited with {self.process.returncode}:\n{self.logs()[-3000:]}"
+            )
+
     async def wait_ready(self, within: float = READY_TIMEOUT, port: int | None = None) -> None:
         await wait_for(
             lambda: self._ready_or_dead(port), within, f"worker {self.pid} to become ready"
         )
 
     async def _ready_or_dead(self, port: int | None) -> bool:
-        if self.process.poll() is not None:
-            raise AssertionError(
-                f"worker exited with {self.process.returncode}:\n{self.logs()[-3000:]}"
-            )
+        self._check_running()
         return await self.readyz(port) == 200
 
 
@@ -192,3 +221,85 @@ def close_connections_of(pid: int, reason: str = "test") -> int:
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+class TcpProxy:
+    """A TCP forwarder to the broker that a test can cut and restore: a broker outage
+    (or a broker that is not up yet) for one worker, without touching the shared broker."""
+
+    def __init__(self, target_port: int = 5672, port: int | None = None) -> None:
+        self.target_port = target_port
+        self.port = port or free_port()
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+
+    async def stop(self) -> None:
+        """Stop listening and drop every forwarded connection, as a dying broker would."""
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+    def pause(self) -> None:
+        """Hold every byte in both directions, connections open: a stalled network."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
+
+    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        try:
+            broker_r, broker_w = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            client_w.transport.abort()
+            return
+        self._writers.update((client_w, broker_w))
+        await asyncio.gather(
+            self._pipe(client_r, broker_w), self._pipe(broker_r, client_w), return_exceptions=True
+        )
+        for writer in (client_w, broker_w):
+            self._writers.discard(writer)
+            writer.transport.abort()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                await self._flowing.wait()
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.transport.abort()
+
+
+CASES = read_jsonl(TESTS / "conformance" / "cases.jsonl")
+SEED_000_KINDS = {
+    "react",
+    "native_thinking",
+    "synthesis",
+    "forced_conclusion",
+    "mcp_summarization",
+    "executive_summary",
+}
+
+
+# An investigation (not chat) ReAct job: its prompt quotes the alert data and runbook.
+BASE_CASE = next(c for c in CASES if c["job"]["kind"] == "react" and "chat" not in c["job"])
+
+
+def a_job(job_id: str = "job-1", **session: Any) -> dict[str, Any]:
+    """The base case's job under another id, with `session` fields replaced."""
+    job: dict[str, Any] = json.loads(json.dumps(BASE_CASE["job"]))
+    job["job_id"] = job_id
+    job["session"].update(session)
+    return job

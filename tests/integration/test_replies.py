@@ -1,7 +1,6 @@
 """Jobs through a real worker and RabbitMQ: what comes back, where, and what is kept."""
 
 import asyncio
-import json
 import uuid
 from typing import Any
 
@@ -11,34 +10,19 @@ import pytest
 from aio_pika.abc import AbstractChannel
 
 from tests.integration.helpers import (
-    TESTS,
+    BASE_CASE,
+    CASES,
+    SEED_000_KINDS,
     StartWorker,
+    a_job,
     drain,
     queue_depth,
-    read_jsonl,
     wait_for,
 )
 from worker.client import PromptClient
 from worker.topology import Topology
 
 pytestmark = pytest.mark.broker
-
-CASES = read_jsonl(TESTS / "conformance" / "cases.jsonl")
-SEED_000_KINDS = {
-    "react",
-    "native_thinking",
-    "synthesis",
-    "forced_conclusion",
-    "mcp_summarization",
-    "executive_summary",
-}
-
-
-def a_job(job_id: str = "job-1", **session: Any) -> dict[str, Any]:
-    job: dict[str, Any] = json.loads(json.dumps(CASES[0]["job"]))
-    job["job_id"] = job_id
-    job["session"].update(session)
-    return job
 
 
 async def test_every_seed_000_kind_end_to_end(
@@ -75,7 +59,7 @@ async def test_reply_goes_to_reply_to_with_the_correlation_id(
     assert reply.content_type == "application/json"
     body = orjson.loads(reply.body)
     assert body["job_id"] == "job-rpc"
-    assert body["messages"] == CASES[0]["expected_messages"]
+    assert body["messages"] == BASE_CASE["expected_messages"]
     # The reply went to reply_to only, and the request was acknowledged.
     assert await queue_depth(channel, topo.reply_queue) == 0
     await wait_for(lambda: _empty(channel, topo.request_queue), 30, "request acked")
@@ -100,7 +84,7 @@ async def test_without_reply_to_the_reply_goes_to_the_reply_queue_keyed_by_job_i
     assert reply.correlation_id == "job-no-reply-to"
     assert reply.content_type == "application/json"
     assert reply.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
-    assert orjson.loads(reply.body)["messages"] == CASES[0]["expected_messages"]
+    assert orjson.loads(reply.body)["messages"] == BASE_CASE["expected_messages"]
 
 
 @pytest.mark.parametrize(

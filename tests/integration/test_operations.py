@@ -1,0 +1,315 @@
+"""What operators see and rely on: topology, probes, metrics, logs, processes, client."""
+
+import asyncio
+import io
+import json
+import os
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aio_pika
+import orjson
+import pytest
+from aio_pika.abc import AbstractChannel
+
+from tests.integration.helpers import (
+    AMQP_URL,
+    BASE_CASE,
+    StartWorker,
+    a_job,
+    drain,
+    wait_for,
+)
+from worker import topology as topology_module
+from worker.client import PromptClient, PromptClientError, PromptTimeout
+from worker.config import load_config
+from worker.consumer import Worker
+from worker.logs import configure_logging
+from worker.metrics import METRIC_NAMES, Metrics
+from worker.render import Renderer
+from worker.settings import Settings
+from worker.topology import Topology
+
+pytestmark = pytest.mark.broker
+
+CONFORMANCE_CONFIG = Path(__file__).resolve().parents[1] / "conformance" / "worker.yaml"
+
+
+# -- topology ----------------------------------------------------------------------
+
+
+async def test_declared_topology_matches_the_module(
+    start_worker: StartWorker, topo: Topology, channel: AbstractChannel
+) -> None:
+    worker = start_worker()
+    await worker.wait_ready()
+    # Re-declaring with other arguments would fail with 406 and close the channel, so
+    # a second declaration succeeding proves the broker holds exactly these arguments.
+    declared = await topology_module.declare(channel, topo)
+    assert declared.request_queue.arguments == topology_module.request_queue_arguments(
+        topo.dead_letter, 5
+    )
+    # ... and the dead-letter exchange really routes to the dead-letter queue.
+    await channel.default_exchange.publish(
+        aio_pika.Message(b"probe"), routing_key=topo.dead_letter_queue
+    )
+    await declared.dead_letter_exchange.publish(aio_pika.Message(b"via-dlx"), routing_key="x")
+    bodies = {m.body for m in await drain(channel, topo.dead_letter_queue, 2)}
+    assert bodies == {b"probe", b"via-dlx"}
+
+
+async def test_a_conflicting_existing_queue_is_a_clear_exit_2(
+    start_worker: StartWorker, topo: Topology, channel: AbstractChannel
+) -> None:
+    await channel.declare_queue(topo.request_queue, durable=True)  # classic, no arguments
+    worker = start_worker()
+    assert await worker.wait_exit() == 2
+    [conflict] = [e for e in worker.log_events() if e.get("event") == "topology_conflict"]
+    assert "PRECONDITION_FAILED" in conflict["error"]
+
+
+# -- probes and metrics --------------------------------------------------------------
+
+
+async def test_probes_and_every_metric_family_are_exposed(
+    start_worker: StartWorker, client: PromptClient
+) -> None:
+    worker = start_worker()
+    await worker.wait_ready()
+    assert (await worker.http_get("/healthz"))[0] == 200
+    status, body = await worker.http_get("/readyz")
+    assert status == 200
+    assert json.loads(body) == {
+        "ready": True,
+        "connected": True,
+        "consuming": True,
+        "accepting": True,
+    }
+    masked_job = a_job("masked", alert_data="password: hunter2-not-a-real-one\n")
+    assert (await client.build(masked_job, timeout=60))["status"] == "ok"
+    assert (await client.build_bytes(b"nope", timeout=60))["error"]["code"] == "invalid_json"
+
+    _, metrics = await worker.http_get("/metrics")
+    declared = {line.split()[2] for line in metrics.splitlines() if line.startswith("# TYPE ")}
+    assert set(METRIC_NAMES) <= declared
+    assert 'prompt_worker_jobs_total{code="",kind="react",status="ok"} 1.0' in metrics
+    assert (
+        'prompt_worker_jobs_total{code="invalid_json",kind="unknown",status="error"} 1.0' in metrics
+    )
+    assert 'prompt_worker_job_seconds_count{kind="react"} 1.0' in metrics
+    assert 'prompt_worker_prompt_chars_count{kind="react"} 1.0' in metrics
+    assert "prompt_worker_request_bytes_count 2.0" in metrics
+    assert "prompt_worker_in_flight 0.0" in metrics
+    assert "prompt_worker_ready 1.0" in metrics
+    assert 'prompt_worker_build_info{version="' in metrics
+
+
+def test_metric_names_are_the_dashboard_contract() -> None:
+    registry_names = set()
+    for family in Metrics("test").registry.collect():
+        suffix = "_total" if family.type == "counter" else ""
+        registry_names.add(family.name + suffix)
+    assert registry_names == set(METRIC_NAMES)
+
+
+# -- logs ---------------------------------------------------------------------------
+
+
+async def test_logs_never_hold_payload_text_at_info_level(
+    start_worker: StartWorker, client: PromptClient
+) -> None:
+    canary = f"CANARY-{uuid.uuid4().hex}"
+    worker = start_worker()
+    await worker.wait_ready()
+    await _send_canaries(client, canary)
+    worker.signal(signal.SIGTERM)
+    assert await worker.wait_exit() == 0
+
+    logs = worker.logs()
+    assert canary not in logs
+    jobs = [e for e in worker.log_events() if e.get("event") == "job"]
+    assert len(jobs) == 4
+    for line in jobs:
+        assert {
+            "job_id",
+            "kind",
+            "status",
+            "code",
+            "request_bytes",
+            "prompt_chars",
+            "duration_ms",
+        } <= line.keys()
+    assert "request" not in jobs[0]
+
+
+async def test_debug_level_does_log_payloads(
+    start_worker: StartWorker, client: PromptClient
+) -> None:
+    # The counterpart of the test above: proves the canary would be seen if logged.
+    canary = f"CANARY-{uuid.uuid4().hex}"
+    worker = start_worker(env={"PROMPT_WORKER_LOG_LEVEL": "debug"})
+    await worker.wait_ready()
+    await _send_canaries(client, canary)
+    assert canary in worker.logs()
+
+
+async def _send_canaries(client: PromptClient, canary: str) -> None:
+    ok = await client.build(
+        a_job("canary-ok", alert_data=canary, runbook_content=canary), timeout=60
+    )
+    assert ok["status"] == "ok"
+    assert canary in json.dumps(ok["messages"])
+    invalid = {"job_id": "canary-bad", "kind": "react", "session": {"alert_data": [canary]}}
+    assert (await client.build(invalid, timeout=60))["error"]["code"] == "invalid_job"
+    broken = f'{{"job_id": "{canary}", "session": "{canary}'.encode()
+    assert (await client.build_bytes(broken, timeout=60))["error"]["code"] == "invalid_json"
+    unknown_kind = {"job_id": "canary-kind", "kind": canary}
+    reply = await client.build(unknown_kind, timeout=60)
+    assert reply["error"]["code"] == "invalid_job"
+
+
+# -- internal errors (in-process worker, real broker) -----------------------------------
+
+
+class _ExplodingContributors:
+    def apply(self, job: Any, messages: Any) -> Any:
+        raise KeyError(f"secret-{job.job_id}")
+
+
+async def test_an_exception_while_rendering_is_an_internal_error_reply_and_dead_letter(
+    topo: Topology, client: PromptClient, channel: AbstractChannel
+) -> None:
+    stream = io.StringIO()
+    configure_logging("info", "json", stream)
+    settings = Settings(
+        amqp_url=AMQP_URL,
+        request_queue=topo.request_queue,
+        reply_queue=topo.reply_queue,
+        dead_letter_queue=topo.dead_letter,
+        http_port=0,
+    )
+    renderer = Renderer(load_config(CONFORMANCE_CONFIG))
+    renderer.contributors = _ExplodingContributors()  # type: ignore[assignment]
+    worker = Worker(settings, renderer, Metrics("test"))
+    running = asyncio.create_task(worker.run())
+    try:
+
+        async def ready() -> bool:
+            return worker.ready
+
+        await wait_for(ready, 60, "in-process worker ready")
+        job = a_job("explodes")
+        reply = await client.build(job, timeout=60)
+        assert reply["status"] == "error"
+        assert reply["error"]["code"] == "internal"
+        assert reply["job_id"] == "explodes"
+        [dead] = await drain(channel, topo.dead_letter_queue, 1)
+        assert orjson.loads(dead.body) == job
+        # Still serving.
+        assert (await client.build_bytes(b"[]", timeout=60))["status"] == "error"
+    finally:
+        worker.request_stop()
+        assert await asyncio.wait_for(running, 60) == 0
+
+    [line] = [json.loads(x) for x in stream.getvalue().splitlines() if '"job_id":"explodes"' in x]
+    assert line["level"] == "error"
+    assert line["code"] == "internal"
+    assert "Traceback" in line["exception"]
+    assert "KeyError" in line["exception"]
+    assert "apply" in line["exception"]
+    # The exception's message quotes job data: withheld below debug level.
+    assert "secret-explodes" not in stream.getvalue()
+
+
+# -- big jobs ------------------------------------------------------------------------
+
+
+async def test_big_jobs_render_in_the_helper_process_while_small_ones_flow(
+    start_worker: StartWorker, client: PromptClient
+) -> None:
+    worker = start_worker("--offload-bytes", "100000")
+    await worker.wait_ready()
+    big = a_job("big", alert_data="line of alert text\n" * 60_000)
+    smalls = [client.build(a_job(f"small-{i}"), timeout=120) for i in range(50)]
+    replies = await asyncio.gather(client.build(big, timeout=120), *smalls)
+    assert {r["status"] for r in replies} == {"ok"}
+    assert len(replies[0]["messages"][1]["content"]) > 1_000_000
+    lines = {e["job_id"]: e for e in worker.log_events() if e.get("event") == "job"}
+    assert lines["big"]["offloaded"] is True
+    assert lines["small-0"]["offloaded"] is False
+
+
+# -- scale-out -------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except FileNotFoundError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+@pytest.mark.slow
+async def test_processes_compete_are_restarted_and_stop_together(
+    start_worker: StartWorker, client: PromptClient
+) -> None:
+    supervisor = start_worker("--processes", "2")
+    ports = (supervisor.http_port, supervisor.http_port + 1)
+    for port in ports:
+        await supervisor.wait_ready(port=port)
+    first = _children(supervisor.pid)
+    assert len(first) == 2
+
+    ids = [f"scale-{i}" for i in range(600)]
+    replies = await asyncio.gather(*(client.build(a_job(i), timeout=120) for i in ids))
+    assert sorted(r["job_id"] for r in replies) == sorted(ids)
+    served_by = {e["pid"] for e in supervisor.log_events() if e.get("event") == "job"}
+    assert served_by == set(first), "both processes should take jobs from the queue"
+
+    victim = first[0]
+    os.kill(victim, signal.SIGKILL)
+
+    async def replaced() -> bool:
+        now = _children(supervisor.pid)
+        return len(now) == 2 and victim not in now
+
+    await wait_for(replaced, 60, "the killed worker to be replaced")
+    for port in ports:
+        await supervisor.wait_ready(port=port)
+    assert (await client.build(a_job("after-restart"), timeout=60))["status"] == "ok"
+
+    survivors = _children(supervisor.pid)
+    supervisor.signal(signal.SIGTERM)
+    assert await supervisor.wait_exit() == 0
+
+    async def all_gone() -> bool:
+        return not any(_alive(pid) for pid in survivors)
+
+    await wait_for(all_gone, 30, "the workers to exit with their supervisor")
+
+
+# -- client -----------------------------------------------------------------------------
+
+
+async def test_client_times_out_clearly_when_no_worker_consumes(
+    topo: Topology, client: PromptClient, channel: AbstractChannel
+) -> None:
+    await topology_module.declare(channel, topo)
+    with pytest.raises(PromptTimeout) as raised:
+        await client.build(a_job("nobody-home"), timeout=0.5)
+    assert isinstance(raised.value, TimeoutError)
+    assert "nobody-home" in str(raised.value)
+    assert topo.request_queue in str(raised.value)
+
+
+async def test_client_refuses_to_publish_into_a_missing_queue(topo: Topology) -> None:
+    async with PromptClient(AMQP_URL, request_queue=f"{topo.request_queue}.missing") as c:
+        with pytest.raises(PromptClientError, match="does not exist"):
+            await c.build(BASE_CASE["job"], timeout=5)
