@@ -1,0 +1,159 @@
+"""Logging: JSON lines by default, console for people, and no payload text below debug."""
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pytest
+import structlog
+
+from worker.consumer import Worker
+from worker.logs import configure_logging, format_exception, get_logger, payload_logging_enabled
+from worker.metrics import Metrics
+from worker.render import Renderer
+from worker.settings import Settings
+
+CANARY = "CANARY-7f3c-do-not-log"
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    yield
+    structlog.reset_defaults()
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_json_lines_by_default() -> None:
+    stream = io.StringIO()
+    configure_logging("info", None, stream)
+    get_logger(component="test").info("hello", answer=42)
+    [line] = lines(stream)
+    assert line["event"] == "hello"
+    assert line["answer"] == 42
+    assert line["level"] == "info"
+    assert line["component"] == "test"
+    assert line["timestamp"].endswith("Z")
+
+
+def test_console_on_a_terminal_unless_json_is_asked_for() -> None:
+    terminal = _Terminal()
+    configure_logging("info", None, terminal)
+    get_logger().info("hello")
+    assert "hello" in terminal.getvalue()
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(terminal.getvalue().splitlines()[0])
+
+    forced = _Terminal()
+    configure_logging("info", "json", forced)
+    get_logger().info("hello")
+    assert lines(forced)[0]["event"] == "hello"
+
+
+def test_level_filters() -> None:
+    stream = io.StringIO()
+    configure_logging("warning", "json", stream)
+    get_logger().info("quiet")
+    get_logger().warning("loud")
+    assert [line["event"] for line in lines(stream)] == ["loud"]
+
+
+def test_library_logs_share_the_format() -> None:
+    stream = io.StringIO()
+    configure_logging("info", "json", stream)
+    logging.getLogger("aio_pika.robust_connection").warning("reconnecting in %s s", 2)
+    [line] = lines(stream)
+    assert line["event"] == "reconnecting in 2 s"
+    assert line["logger"] == "aio_pika.robust_connection"
+    assert line["level"] == "warning"
+
+
+def _raise_with_payload() -> None:
+    fields: dict[str, str] = {}
+    try:
+        fields[CANARY]  # the KeyError quoting job data is the point
+    except KeyError as exc:
+        raise RuntimeError(f"while rendering {CANARY}") from exc
+
+
+def test_stack_traces_withhold_exception_messages_below_debug() -> None:
+    with pytest.raises(RuntimeError) as raised:
+        _raise_with_payload()
+    trace = format_exception(raised.value, include_messages=False)
+    assert "_raise_with_payload" in trace
+    assert "builtins.KeyError" in trace
+    assert "builtins.RuntimeError" in trace
+    assert CANARY not in trace
+    assert CANARY in format_exception(raised.value, include_messages=True)
+
+
+@dataclass
+class _Delivery:
+    """The fields of an incoming AMQP message the job log line reads."""
+
+    body: bytes
+    reply_to: str | None = "amq.gen-client"
+    headers: dict[str, Any] = field(default_factory=dict)
+
+
+@pytest.mark.parametrize("level", ["info", "debug"])
+def test_the_job_line_holds_facts_not_payload(level: str) -> None:
+    stream = io.StringIO()
+    configure_logging(level, "json", stream)
+    assert payload_logging_enabled() is (level == "debug")
+    renderer = Renderer()
+    worker = Worker(Settings(http_port=0), renderer, Metrics("test"))
+    body = orjson.dumps(
+        {
+            "job_id": "j-1",
+            "kind": "react",
+            "session": {"alert_data": CANARY, "runbook_content": CANARY},
+            "stage": {"custom_instructions": CANARY},
+        }
+    )
+    outcome = renderer.render(body)
+    assert outcome.ok
+
+    worker._log_job(outcome, _Delivery(body), 0.0, 0, "acked", offloaded=False)  # type: ignore[arg-type]
+
+    [line] = lines(stream)
+    assert line["event"] == "job"
+    assert line["job_id"] == "j-1"
+    assert line["kind"] == "react"
+    assert line["status"] == "ok"
+    assert line["code"] is None
+    assert line["request_bytes"] == len(body)
+    assert line["prompt_chars"] == outcome.prompt_chars > 0
+    assert line["duration_ms"] >= 0
+    if level == "info":
+        assert CANARY not in stream.getvalue()
+    else:
+        assert CANARY in line["request"]
+
+
+def test_an_unknown_kind_is_not_echoed_into_logs() -> None:
+    stream = io.StringIO()
+    configure_logging("info", "json", stream)
+    renderer = Renderer()
+    worker = Worker(Settings(http_port=0), renderer, Metrics("test"))
+    body = orjson.dumps({"job_id": "j-2", "kind": CANARY})
+    outcome = renderer.render(body)
+    worker._log_job(outcome, _Delivery(body), 0.0, 0, "dead_lettered", offloaded=False)  # type: ignore[arg-type]
+    [line] = lines(stream)
+    assert line["kind"] == "unknown"
+    assert line["code"] == "invalid_job"
+    assert CANARY not in stream.getvalue()
