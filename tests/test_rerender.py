@@ -2,6 +2,7 @@
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from worker.cli import main
 from worker.config import load_config
 from worker.render import Renderer
 from worker.rerender.drift import DiffWriter, message_diff
-from worker.rerender.lines import LineReader, parse_line, split_block
+from worker.rerender.lines import LineReader, byte_ranges, parse_line, read_range, split_lines
 from worker.rerender.local import LocalEngine
 from worker.rerender.output import OutputError, resume_point
 from worker.rerender.records import ChunkBuilder
@@ -37,8 +38,9 @@ def write_lines(path: Path, lines: list[str]) -> Path:
     return path
 
 
-def records(path: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+def records(path: Path) -> list[dict[str, Any] | None]:
+    """Output line by output line: the record, or None for an empty line."""
+    return [orjson.loads(line) if line else None for line in path.read_bytes().splitlines()]
 
 
 def rerender(*args: str) -> int:
@@ -48,55 +50,71 @@ def rerender(*args: str) -> int:
 # -- input ---------------------------------------------------------------------------
 
 
-def test_blocks_hold_whole_lines_with_their_numbers() -> None:
+def sample_input() -> bytes:
     data = b"".join(b"line %d %s\n" % (n, b"x" * (n * 7 % 50)) for n in range(1, 301))
-    data += b"last line without newline"
+    return data + b"\n" + b"y" * 700 + b"\nlast line without newline"
+
+
+def test_blocks_hold_whole_lines() -> None:
+    data = sample_input()
     reader = LineReader(io.BytesIO(data), block_bytes=64)
-    seen: list[tuple[int, bytes]] = []
+    seen: list[bytes] = []
     for block in reader.blocks():
         assert block.data.endswith(b"\n") or block.data.endswith(b"newline")
-        seen += split_block(block)
-    assert [n for n, _ in seen] == list(range(1, 302))
-    assert seen[41][1].startswith(b"line 42 ")
-    assert seen[-1] == (301, b"last line without newline")
+        assert data[: block.end_offset].endswith(block.data)
+        seen += split_lines(block.data)
+    assert seen == data.split(b"\n")
     assert reader.offset == len(data)
 
 
-def test_a_line_longer_than_a_block_is_read_whole() -> None:
-    long = b"y" * 10_000
-    reader = LineReader(io.BytesIO(b"a\n" + long + b"\nb\n"), block_bytes=100)
-    lines = [line for block in reader.blocks() for line in split_block(block)]
-    assert lines == [(1, b"a"), (2, long), (3, b"b")]
+@pytest.mark.parametrize("block_bytes", [1, 2, 7, 64, 1000, 1 << 20])
+@pytest.mark.parametrize("skip", [0, 1, 150, 301])
+def test_byte_ranges_give_every_line_once_in_order(
+    tmp_path: Path, block_bytes: int, skip: int
+) -> None:
+    data = sample_input()
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(data)
+    reader = LineReader(io.BytesIO(data), block_bytes=5)
+    assert reader.skip(skip) == skip
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        parts = [
+            read_range(fd, reader.offset, low, high, len(data))
+            for low, high in byte_ranges(reader.offset, len(data), block_bytes)
+        ]
+    finally:
+        os.close(fd)
+    assert b"".join(parts) == data[reader.offset :]
+    assert all(part.endswith(b"\n") or part.endswith(b"newline") for part in parts if part)
 
 
-def test_skip_consumes_lines_then_blocks_continue_numbering() -> None:
+def test_skip_counts_lines_up_to_the_end() -> None:
     data = b"".join(b"%d\n" % n for n in range(1, 1001))
     reader = LineReader(io.BytesIO(data), block_bytes=100)
     assert reader.skip(777) == 777
-    lines = [line for block in reader.blocks() for line in split_block(block)]
-    assert lines[0] == (778, b"778")
-    assert lines[-1] == (1000, b"1000")
-    short = LineReader(io.BytesIO(b"1\n2\n3"), block_bytes=2)
-    assert short.skip(10) == 3
+    assert reader.offset == data.index(b"\n778\n") + 1
+    assert split_lines(next(reader.blocks()).data)[0] == b"778"
+    assert LineReader(io.BytesIO(b"1\n2\n3"), block_bytes=2).skip(10) == 3
 
 
 def test_parse_line_routes_jobs_wrappers_and_bad_lines() -> None:
     job = {"job_id": "j1", "kind": "native-thinking"}
     bare = orjson.dumps(job)
-    line = parse_line(bare, 4)
+    line = parse_line(bare)
     assert line.body is bare and not line.has_prior and line.kind == "native_thinking"
 
     messages = [{"role": "user", "content": "hi"}]
     for key in ("messages", "expected_messages"):
-        wrapped = parse_line(orjson.dumps({"job": job, key: messages}), 5)
+        wrapped = parse_line(orjson.dumps({"job": job, key: messages}))
         assert orjson.loads(wrapped.body or b"") == job
         assert wrapped.prior == messages and wrapped.has_prior and not wrapped.bad
 
-    assert parse_line(b"{nope", 6).error_code == "invalid_json"
-    assert parse_line(b"[1]", 7).error_code == "invalid_job"
-    broken = parse_line(orjson.dumps({"job": job, "messages": [{"role": "user"}]}), 8)
+    assert parse_line(b"{nope").error_code == "invalid_json"
+    assert parse_line(b"[1]").error_code == "invalid_job"
+    broken = parse_line(orjson.dumps({"job": job, "messages": [{"role": "user"}]}))
     assert broken.bad and broken.has_prior and broken.job_id == "j1"
-    assert "input line 8" in (broken.error_message or "")
+    assert broken.error_message == '"messages" is not a list of {"role", "content"} strings'
 
 
 # -- records -------------------------------------------------------------------------
@@ -108,13 +126,13 @@ def test_fast_record_path_gives_the_same_bytes_as_the_generic_one(
     for text in conformance_lines():
         case = json.loads(text)
         raw = orjson.dumps(case)
-        line = parse_line(raw, 3)
+        line = parse_line(raw)
         outcome = conformance_renderer.render(line.body or b"")
         assert outcome.ok, outcome.error_message
         fast, generic = ChunkBuilder(10), ChunkBuilder(10)
         fast.add_rendered(line, outcome)
         generic.add(line, orjson.loads(outcome.body))
-        assert fast.result(3, 0).output == generic.result(3, 0).output
+        assert fast.result(0).output == generic.result(0).output
 
 
 def test_message_diff_shows_the_change_per_message() -> None:
@@ -127,8 +145,8 @@ def test_message_diff_shows_the_change_per_message() -> None:
         {"role": "user", "content": "one\nTWO\nthree"},
         {"role": "user", "content": "added"},
     ]
-    text = message_diff("job-7", 12, "react", before, after)
-    assert text.startswith("# job job-7 (input line 12, kind react)\n# 2 of 3 messages differ\n")
+    text = message_diff(before, after)
+    assert text.startswith("# 2 of 3 messages differ\n")
     assert "--- before/messages[1] (user)\n+++ after/messages[1] (user)\n" in text
     # The lost trailing newline is visible, as in GNU diff.
     assert " one\n-two\n-three\n+TWO\n+three\n\\ No newline at end of file\n" in text
@@ -140,9 +158,11 @@ def test_diff_writer_keeps_to_its_limit_and_clears_an_earlier_run(tmp_path: Path
     directory = tmp_path / "diffs"
     writer = DiffWriter(directory, 2, resume=False)
     for line in (1, 2, 3):
-        writer.write(line, "job/../x", "text")
+        writer.write(line, "job/../x", "react", "text\n")
     names = sorted(p.name for p in directory.iterdir())
     assert names == ["000000001-job_.._x.diff", "000000002-job_.._x.diff"]
+    header = "# job job/../x (input line 2, kind react)\ntext\n"
+    assert (directory / names[1]).read_text() == header
     (directory / "notes.txt").write_text("mine")
     assert DiffWriter(directory, 5, resume=True).budget() == 3
     DiffWriter(directory, 5, resume=False)
@@ -156,10 +176,9 @@ def test_conformance_files_rerender_with_no_drift(tmp_path: Path) -> None:
     source = write_lines(tmp_path / "in.jsonl", conformance_lines())
     out, report = tmp_path / "out.jsonl", tmp_path / "report.json"
     assert rerender(str(source), "--out", str(out), "--report", str(report)) == 0
-    written = records(out)
+    written = [record for record in records(out) if record is not None]
     cases = [json.loads(line) for line in conformance_lines()]
     assert [r["job_id"] for r in written] == [c["job"]["job_id"] for c in cases]
-    assert [r["line"] for r in written] == list(range(1, len(cases) + 1))
     assert {r["drift"] for r in written} == {"same"}
     assert all("render_ms" not in r["meta"] for r in written)
     summary = json.loads(report.read_text())
@@ -187,10 +206,12 @@ def test_one_altered_expected_message_is_exactly_one_changed_job(tmp_path: Path)
         str(source), "--out", str(out), "--report", str(report), "--diff-dir", str(diff_dir)
     )
     assert code == 0  # drift alone is not a failure...
-    changed = [r for r in records(out) if r["drift"] != "same"]
-    assert [(r["line"], r["job_id"], r["drift"]) for r in changed] == [
-        (18, case["job"]["job_id"], "changed")
+    changed = [
+        (number, r["job_id"], r["drift"])
+        for number, r in enumerate(records(out), 1)
+        if r is not None and r["drift"] != "same"
     ]
+    assert changed == [(18, case["job"]["job_id"], "changed")]
     summary = json.loads(report.read_text())
     assert summary["totals"]["drift"]["changed"] == 1
     assert summary["by_kind"][case["job"]["kind"]]["drift_changed"] == 1
@@ -241,23 +262,24 @@ def test_bad_lines_are_reported_counted_and_keep_the_output_aligned(
     out, report = tmp_path / "out.jsonl", tmp_path / "report.json"
     assert rerender(str(source), "--out", str(out), "--report", str(report)) == 1
     written = records(out)
-    # One record per non-blank line, in order; the blank line 3 has none.
-    assert [r["line"] for r in written] == [1, 2, 4, 5, 6, 7]
-    bad = [r for r in written if r.get("bad_line")]
-    assert [(r["line"], r["error"]["code"]) for r in bad] == [
-        (2, "invalid_json"),
-        (5, "invalid_job"),
-        (6, "invalid_job"),
+    # Output line N answers input line N; the blank line 3 gets an empty line.
+    assert len(written) == len(lines) and written[2] is None
+    assert [r["job_id"] for r in written if r and not r.get("bad_line")] == [
+        json.loads(line)["job"]["job_id"] for line in good
     ]
-    assert all(r["status"] == "ok" for r in written if not r.get("bad_line"))
+    bad = [(n, r["error"]["code"]) for n, r in enumerate(written, 1) if r and r.get("bad_line")]
+    assert bad == [(2, "invalid_json"), (5, "invalid_job"), (6, "invalid_job")]
+    assert written[1] is not None
+    assert written[1]["error"]["message"].startswith("not valid JSON: ")
+    assert all(r["status"] == "ok" for r in written if r and not r.get("bad_line"))
     summary = json.loads(report.read_text())
     assert summary["totals"]["bad_lines"] == 3
     assert summary["totals"]["blank_lines"] == 1
     assert summary["totals"]["error"] == 3
     assert [b["line"] for b in summary["bad_lines"]] == [2, 5, 6]
     err = capsys.readouterr().err
-    assert "input line 2: not valid JSON" in err
-    assert "input line 5: not a JSON object" in err
+    assert "bad input line 2: not valid JSON" in err
+    assert "bad input line 5: not a JSON object" in err
 
 
 def test_workers_one_and_two_write_the_same_file(tmp_path: Path) -> None:
@@ -316,12 +338,12 @@ def test_resume_cuts_a_torn_line_and_finishes_the_file(tmp_path: Path) -> None:
     assert rerender(str(source), "--out", str(full)) == 0
     whole = full.read_bytes().splitlines(keepends=True)
     partial = tmp_path / "partial.jsonl"
-    # Ten complete records and half of the eleventh, as a kill inside a write leaves it.
-    partial.write_bytes(b"".join(whole[:10]) + whole[10][:100])
+    # Eleven complete lines and half of the twelfth, as a kill inside a write leaves it.
+    partial.write_bytes(b"".join(whole[:11]) + whole[11][:100])
     point = resume_point(partial)
-    assert (point.records, point.last_line) == (10, 11)  # input line 8 was blank
+    assert (point.lines, point.records) == (11, 10)  # input line 8 was blank
     assert point.truncated_bytes == 100
-    assert partial.read_bytes() == b"".join(whole[:10])
+    assert partial.read_bytes() == b"".join(whole[:11])
     report = tmp_path / "report.json"
     assert rerender(str(source), "--out", str(partial), "--resume", "--report", str(report)) == 0
     assert partial.read_bytes() == full.read_bytes()

@@ -107,13 +107,14 @@ def test_a_job_without_reply_is_retried_once_then_recorded_as_timeout(
     assert code == 1
     assert "no worker is consuming" in capsys.readouterr().err
     written = records(out)
-    assert [r["line"] for r in written] == [1, 2, 3]
+    assert len(written) == 3
     for record, text in zip(written[:2], conformance_lines()[:2], strict=True):
+        assert record is not None
         assert record["job_id"] == json.loads(text)["job"]["job_id"]
         assert record["error"]["code"] == "timeout"
         assert record["error"]["message"] == "no reply within 0.5 s (after 2 attempts)"
         assert record["drift"] == "error"
-    assert written[2]["bad_line"] is True
+    assert written[2] is not None and written[2]["bad_line"] is True
     broker = json.loads(report.read_text())["broker"]
     assert (broker["published"], broker["retries"], broker["timeouts"]) == (4, 2, 2)
 
@@ -203,4 +204,4 @@ def test_worker_killed_mid_run_and_restarted_still_completes_every_job(
     assert written_while_down < expected.count(b"\n")
     summary = json.loads(report.read_text())
     assert summary["broker"]["timeouts"] == 0
-    assert summary["totals"]["records"] == expected.count(b"\n")
+    assert summary["totals"]["records"] + summary["totals"]["blank_lines"] == expected.count(b"\n")

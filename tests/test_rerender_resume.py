@@ -83,7 +83,6 @@ def test_interrupted_and_killed_runs_resume_to_the_uninterrupted_file(tmp_path: 
     assert summary["resumed_after_line"] >= killed_at
     assert summary["totals"]["records"] == total
     assert summary["totals"]["drift"]["same"] == total
-    assert [orjson.loads(line)["line"] for line in expected.splitlines()[-2:]] == [
-        total - 1,
-        total,
-    ]
+    assert expected.count(b"\n") == total
+    last_job = json.loads(source.read_bytes().splitlines()[-1])["job"]["job_id"]
+    assert orjson.loads(expected.splitlines()[-1])["job_id"] == last_job

@@ -30,9 +30,9 @@ import orjson
 from aio_pika.abc import AbstractConnection, AbstractExchange, AbstractIncomingMessage
 
 from schemas.reply import ErrorCode
-from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_block
+from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder
-from worker.rerender.sink import EngineError, Sink
+from worker.rerender.sink import EngineError, Input, Sink
 
 DEFAULT_WINDOW = 256
 DEFAULT_TIMEOUT = 60.0
@@ -59,7 +59,6 @@ def redact_url(url: str) -> str:
 class _Pending:
     """One input line between reading and writing."""
 
-    number: int
     line: Line | None  # None: a blank line, written as nothing
     end_offset: int
     attempts: int = 0
@@ -95,7 +94,6 @@ class BrokerEngine:
         self._next_write = 0
         self._builder: ChunkBuilder | None = None
         self._built = 0
-        self._last_line = 0
         self._last_offset = 0
         self._room = asyncio.Event()
         self._failure: str | None = None
@@ -118,8 +116,8 @@ class BrokerEngine:
             },
         }
 
-    def run(self, blocks: Iterator[Block], sink: Sink, stop: threading.Event) -> None:
-        asyncio.run(self._run(blocks, sink, stop))
+    def run(self, source: Input, sink: Sink, stop: threading.Event) -> None:
+        asyncio.run(self._run(source.reader.blocks(), sink, stop))
         if self._failure is not None:
             raise EngineError(self._failure)
 
@@ -208,7 +206,7 @@ class BrokerEngine:
         """Read lines and publish their jobs, never more than `window` ahead of the writer."""
         for block in blocks:
             offset = block.end_offset - len(block.data)
-            for number, raw in split_block(block):
+            for raw in split_lines(block.data):
                 offset += len(raw) + 1
                 while len(self._pending) >= self.window and not self._halted(stop):
                     self._room.clear()
@@ -219,10 +217,10 @@ class BrokerEngine:
                 self._next_seq += 1
                 end = min(offset, block.end_offset)
                 if not raw.strip():
-                    self._pending[seq] = _Pending(number, None, end, done=True)
+                    self._pending[seq] = _Pending(None, end, done=True)
                     continue
-                line = parse_line(raw, number)
-                pending = _Pending(number, line, end)
+                line = parse_line(raw)
+                pending = _Pending(line, end)
                 self._pending[seq] = pending
                 if line.body is None:
                     pending.reply, pending.done = bad_line_reply(line), True
@@ -369,7 +367,6 @@ class BrokerEngine:
             else:
                 assert pending.reply is not None
                 self._builder.add(pending.line, pending.reply)
-            self._last_line = pending.number
             self._built += 1
             self._last_offset = pending.end_offset
             self._room.set()
@@ -380,4 +377,4 @@ class BrokerEngine:
         if self._builder is None:
             return
         builder, self._builder, self._built = self._builder, None, 0
-        sink.accept(builder.result(self._last_line, self._last_offset))
+        sink.accept(builder.result(self._last_offset))

@@ -43,15 +43,9 @@ def _label(side: str, index: int, message: dict[str, str] | None) -> str:
     return f"{side}/messages[{index}] ({role})"
 
 
-def message_diff(
-    job_id: str | None,
-    line: int,
-    kind: str | None,
-    before: Sequence[dict[str, str]],
-    after: Sequence[dict[str, str]],
-) -> str:
+def message_diff(before: Sequence[dict[str, str]], after: Sequence[dict[str, str]]) -> str:
     """One unified diff per message that differs between `before` and `after`."""
-    out = [f"# job {job_id} (input line {line}, kind {kind})\n"]
+    out = []
     changed = 0
     for index in range(max(len(before), len(after))):
         old = before[index] if index < len(before) else None
@@ -70,7 +64,7 @@ def message_diff(
         )
         for text in diff:
             out.append(text if text.endswith("\n") else text + "\n\\ No newline at end of file\n")
-    out.insert(1, f"# {changed} of {max(len(before), len(after))} messages differ\n")
+    out.insert(0, f"# {changed} of {max(len(before), len(after))} messages differ\n")
     return "".join(out)
 
 
@@ -104,9 +98,12 @@ class DiffWriter:
             return 1 << 62
         return max(0, self.limit - self.written)
 
-    def write(self, line: int, job_id: str | None, text: str) -> None:
+    def write(self, line: int, job_id: str | None, kind: str | None, diff: str) -> None:
+        """Write the `diff` of the job on input `line`, under a header naming it."""
         if self.budget() <= 0:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        (self.directory / diff_file_name(line, job_id)).write_text(text, encoding="utf-8")
+        header = f"# job {job_id} (input line {line}, kind {kind})\n"
+        path = self.directory / diff_file_name(line, job_id)
+        path.write_text(header + diff, encoding="utf-8")
         self.written += 1

@@ -3,11 +3,15 @@
 An input line is a job, or `{"job": {...}, "messages": [...]}` where `messages` (or its
 synonym `expected_messages`, the conformance files' spelling) is what was sent before.
 
-Blocks are raw bytes cut at line ends: the process that reads the file never parses a
-line, so with the local engine the parent only moves bytes and the parsing is spread
-over the render processes. Nothing here holds more than one block.
+Two ways to cut the input into blocks of lines, neither holding more than one block:
+  * `LineReader.blocks()` reads the stream here (stdin, pipes, the broker engine);
+  * `byte_ranges()` + `read_range()` for a regular file: the process that renders a
+    block reads it itself, so the process handing out the work never touches the
+    bytes. A range owns the lines that *start* in it; the last one may run past its
+    end (the usual way to split text files at arbitrary offsets).
 """
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -20,27 +24,26 @@ from schemas.reply import ErrorCode
 BLOCK_BYTES = 1 << 20
 PRIOR_KEYS = ("messages", "expected_messages")
 _KINDS = frozenset(kind.value for kind in Kind)
+_SCAN_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """Whole input lines: `first_line` is the 1-based number of the first one."""
+    """Whole input lines, and the input offset just after them (progress and ETA)."""
 
-    first_line: int
     data: bytes
-    # Byte offset in the input just after this block (progress and ETA).
     end_offset: int
 
 
 class LineReader:
-    """Cuts a byte stream into blocks of whole lines, counting lines and bytes."""
+    """Cuts a byte stream into blocks of whole lines."""
 
     def __init__(self, stream: BinaryIO, block_bytes: int = BLOCK_BYTES) -> None:
         self._stream = stream
         self._block_bytes = block_bytes
         self._carry = b""
         self._eof = False
-        self.next_line = 1
+        # Input bytes handed out (or skipped) so far.
         self.offset = 0
 
     def _read(self) -> bool:
@@ -75,10 +78,10 @@ class LineReader:
             self._carry = buf[pos:]
             if not self._carry and self._eof:
                 break
-        self.next_line += skipped
         return skipped
 
     def blocks(self) -> Iterator[Block]:
+        """The rest of the input in blocks of about `block_bytes`, cut at line ends."""
         while True:
             self._read()
             buf = self._carry
@@ -91,27 +94,64 @@ class LineReader:
                 if cut == 0:
                     continue  # one line longer than a block: read on
                 data, self._carry = buf[:cut], buf[cut:]
-            lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
             self.offset += len(data)
-            block = Block(self.next_line, data, self.offset)
-            self.next_line += lines
-            yield block
+            yield Block(data, self.offset)
 
 
-def split_block(block: Block) -> Iterator[tuple[int, bytes]]:
-    """(line number, line without its end) for every line of `block`."""
-    lines = block.data.split(b"\n")
+def byte_ranges(start: int, end: int, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[int, int]]:
+    """[start, end) in consecutive ranges of `block_bytes`."""
+    for low in range(start, end, block_bytes):
+        yield low, min(low + block_bytes, end)
+
+
+def _find_newline(fd: int, position: int, limit: int) -> int:
+    """Offset just after the first newline at or after `position`, else `limit`."""
+    while position < limit:
+        piece = os.pread(fd, min(_SCAN_BYTES, limit - position), position)
+        if not piece:
+            return limit
+        index = piece.find(b"\n")
+        if index >= 0:
+            return position + index + 1
+        position += len(piece)
+    return limit
+
+
+def read_range(fd: int, origin: int, start: int, end: int, size: int) -> bytes:
+    """The lines of the file `fd` (`size` bytes) that start in [start, end).
+
+    `origin` is where the first line of the whole run starts (0, or where --resume
+    continues). A range that no line starts in is empty.
+    """
+    if start > origin:
+        before = os.pread(fd, 1, start - 1)
+        if before != b"\n":
+            start = _find_newline(fd, start, size)
+    if start >= end:
+        return b""
+    stop = end if end >= size else _find_newline(fd, end - 1, size)
+    parts, position = [], start
+    while position < stop:
+        part = os.pread(fd, stop - position, position)
+        if not part:
+            raise EOFError("the input file shrank while it was read")
+        parts.append(part)
+        position += len(part)
+    return b"".join(parts) if len(parts) != 1 else parts[0]
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """The lines of a block, without their ends."""
+    lines = data.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
-    for index, raw in enumerate(lines):
-        yield block.first_line + index, raw
+    return lines
 
 
 @dataclass(slots=True)
 class Line:
     """One non-blank input line, parsed just enough to route it."""
 
-    number: int
     # The job body to render or publish; None for a bad line.
     body: bytes | None
     job_id: str | None = None
@@ -153,20 +193,20 @@ def canonical_kind(kind: Any) -> str | None:
     return alias.value if alias is not None else None
 
 
-def parse_line(raw: bytes, number: int) -> Line:
+def parse_line(raw: bytes) -> Line:
     """Route one non-blank line: its job body, identity and prior messages, or why it is bad."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        return _bad(number, ErrorCode.INVALID_JSON, f"not valid JSON: {exc}")
+        return _bad(ErrorCode.INVALID_JSON, f"not valid JSON: {exc}")
     if not isinstance(data, dict):
-        return _bad(number, ErrorCode.INVALID_JOB, f"not a JSON object (a {type(data).__name__})")
+        return _bad(ErrorCode.INVALID_JOB, f"not a JSON object (a {type(data).__name__})")
     if "job" in data and "kind" not in data:
         job = data["job"]
         if not isinstance(job, dict):
-            return _bad(number, ErrorCode.INVALID_JOB, '"job" is not a JSON object')
+            return _bad(ErrorCode.INVALID_JOB, '"job" is not a JSON object')
         # A bare job line is forwarded byte for byte; a wrapped job is re-serialised.
-        line = Line(number, orjson.dumps(job))
+        line = Line(orjson.dumps(job))
         key = next((k for k in PRIOR_KEYS if k in data), None)
         if key is not None:
             line.has_prior = True
@@ -174,20 +214,18 @@ def parse_line(raw: bytes, number: int) -> Line:
             if line.prior is None:
                 line.body = None
                 line.error_code = ErrorCode.INVALID_JOB
-                line.error_message = (
-                    f'input line {number}: "{key}" is not a list of {{"role", "content"}} strings'
-                )
+                line.error_message = f'"{key}" is not a list of {{"role", "content"}} strings'
     else:
         job = data
-        line = Line(number, raw)
+        line = Line(raw)
     job_id = job.get("job_id")
     line.job_id = job_id if isinstance(job_id, str) and job_id else None
     line.kind = canonical_kind(job.get("kind"))
     return line
 
 
-def _bad(number: int, code: ErrorCode, reason: str) -> Line:
-    return Line(number, None, error_code=code, error_message=f"input line {number}: {reason}")
+def _bad(code: ErrorCode, reason: str) -> Line:
+    return Line(None, error_code=code, error_message=reason)
 
 
 def bad_line_reply(line: Line) -> dict[str, Any]:
@@ -198,7 +236,7 @@ def bad_line_reply(line: Line) -> dict[str, Any]:
         "kind": line.kind,
         "error": {
             "code": (line.error_code or ErrorCode.INVALID_JOB).value,
-            "message": line.error_message or f"input line {line.number} is unusable",
+            "message": line.error_message,
             "details": [],
         },
     }

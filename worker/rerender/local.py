@@ -1,45 +1,55 @@
 """The local engine: renders in this process, or in a pool of processes, no broker.
 
-With N > 1 workers the parent only reads raw blocks of lines, hands each to a process
-and writes the records that come back, in input order; parsing, rendering, drift and
-serialisation all happen in the workers. At most `2 * N` blocks are in flight, which
-bounds both memory and how far the reorder window can run ahead of the writer.
+With N > 1 workers the parent hands out work and writes results in input order, and
+does next to nothing else, so N processes render at close to N times one's rate:
+  * a regular input file is handed out as byte ranges; each render process reads its
+    range itself (`read_range`), so the parent never reads the input;
+  * each render process writes its records to a spool file and returns the counts;
+    the parent appends the file to the output with copy_file_range, inside the kernel.
+Parsing, rendering, drift, diffs and serialisation all happen in the render processes.
+At most `2 * N` blocks are in flight, which bounds memory and the reorder window.
 
-Workers are forked after the renderer is built, so they share its prepared state and
-need no pickling of configuration. (`spawn` would re-run `python -m worker`'s unguarded
-`__main__` in every child.)
+Render processes are forked after the renderer is built, so they share its prepared
+state and need no pickling of configuration. (`spawn` would re-run `python -m
+worker`'s unguarded `__main__` in every child.)
 """
 
 import multiprocessing
+import os
 import signal
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from worker.render import Renderer
-from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_block
+from worker.rerender.lines import (
+    Block,
+    Line,
+    bad_line_reply,
+    byte_ranges,
+    parse_line,
+    read_range,
+    split_lines,
+)
 from worker.rerender.records import ChunkBuilder, ChunkResult
-from worker.rerender.sink import EngineError, Sink
+from worker.rerender.sink import EngineError, Input, Sink
 
 IN_FLIGHT_PER_WORKER = 2
 # How a wrapped line (`{"job": ..., "messages": ...}`) usually starts.
 _WRAPPED = b'{"job"'
 _POLL_SECONDS = 0.2
 
-# The renderer the pool's processes inherit through fork (set just before the pool starts).
-_renderer: Renderer | None = None
 
-
-def render_block(renderer: Renderer, block: Block, diff_budget: int) -> ChunkResult:
+def render_lines(renderer: Renderer, data: bytes, diff_budget: int) -> ChunkBuilder:
+    """The records of the lines in `data`."""
     builder = ChunkBuilder(diff_budget)
-    last = block.first_line - 1
-    for number, raw in split_block(block):
-        last = number
+    for raw in split_lines(data):
         if not raw.strip():
             builder.blank()
             continue
@@ -50,9 +60,9 @@ def render_block(renderer: Renderer, block: Block, diff_budget: int) -> ChunkRes
             # bad and wrapped lines get exactly the records the broker engine writes.
             outcome = renderer.render(raw)
             if outcome.ok:
-                builder.add_rendered(Line(number, raw, outcome.job_id, outcome.kind), outcome)
+                builder.add_rendered(Line(raw, outcome.job_id, outcome.kind), outcome)
                 continue
-        line = parse_line(raw, number)
+        line = parse_line(raw)
         if line.body is None:
             builder.add(line, bad_line_reply(line))
             continue
@@ -62,7 +72,22 @@ def render_block(renderer: Renderer, block: Block, diff_budget: int) -> ChunkRes
             builder.add_rendered(line, outcome)
         else:
             builder.add(line, orjson.loads(outcome.body))
-    return builder.result(last, block.end_offset)
+    return builder
+
+
+@dataclass(frozen=True, slots=True)
+class _Work:
+    """What every render process needs, inherited through fork."""
+
+    renderer: Renderer
+    path: str | None  # the input, for byte ranges
+    origin: int
+    size: int
+    spool_dir: str | None
+
+
+_work: _Work | None = None
+_input_fd: int | None = None  # opened in each render process on first use
 
 
 def _worker_init() -> None:
@@ -70,9 +95,38 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _render_in_worker(block: Block, diff_budget: int) -> ChunkResult:
-    assert _renderer is not None, "the pool must be forked after the renderer is set"
-    return render_block(_renderer, block, diff_budget)
+def _finish(builder: ChunkBuilder, name: int, end_offset: int) -> ChunkResult:
+    assert _work is not None
+    if _work.spool_dir is None or not len(builder):
+        return builder.result(end_offset)
+    return builder.spool_result(os.path.join(_work.spool_dir, str(name)), end_offset)
+
+
+def _render_range(start: int, end: int, diff_budget: int) -> ChunkResult:
+    global _input_fd
+    assert _work is not None and _work.path is not None, "forked before the work was set"
+    if _input_fd is None:
+        _input_fd = os.open(_work.path, os.O_RDONLY)
+    data = read_range(_input_fd, _work.origin, start, end, _work.size)
+    return _finish(render_lines(_work.renderer, data, diff_budget), start, end)
+
+
+def _render_block(block: Block, diff_budget: int) -> ChunkResult:
+    assert _work is not None, "forked before the work was set"
+    builder = render_lines(_work.renderer, block.data, diff_budget)
+    return _finish(builder, block.end_offset, block.end_offset)
+
+
+Task = tuple[Callable[..., ChunkResult], tuple[Any, ...]]
+
+
+def _tasks(source: Input) -> Iterator[Task]:
+    if source.path is not None and source.size is not None:
+        for start, end in byte_ranges(source.reader.offset, source.size, source.block_bytes):
+            yield _render_range, (start, end)
+    else:
+        for block in source.reader.blocks():
+            yield _render_block, (block,)
 
 
 class LocalEngine:
@@ -85,43 +139,54 @@ class LocalEngine:
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "workers": self.workers}
 
-    def run(self, blocks: Iterator[Block], sink: Sink, stop: threading.Event) -> None:
-        if self.workers == 1:
-            for block in blocks:
-                if stop.is_set():
-                    return
-                sink.accept(render_block(self.renderer, block, sink.diff_budget()))
-            return
-        global _renderer
-        _renderer = self.renderer
+    def run(self, source: Input, sink: Sink, stop: threading.Event) -> None:
+        global _work, _input_fd
+        pooled = self.workers > 1
+        _work = _Work(
+            self.renderer,
+            source.path,
+            source.reader.offset,
+            source.size or 0,
+            sink.spool_dir() if pooled else None,
+        )
+        try:
+            if pooled:
+                self._run_pool(_tasks(source), sink, stop)
+            else:
+                for function, args in _tasks(source):
+                    if stop.is_set():
+                        return
+                    sink.accept(function(*args, sink.diff_budget()))
+        finally:
+            if _input_fd is not None:
+                os.close(_input_fd)
+            _work, _input_fd = None, None
+
+    def _run_pool(self, tasks: Iterator[Task], sink: Sink, stop: threading.Event) -> None:
         context = multiprocessing.get_context("fork")
         pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_worker_init)
         try:
-            self._run_pool(pool, blocks, sink, stop)
+            self._feed(pool, tasks, sink, stop)
         except BrokenProcessPool as exc:
             raise EngineError(f"a render process died unexpectedly ({exc})") from None
         finally:
             # On a stop, blocks not yet started are dropped; running ones finish (< 1 s).
             pool.shutdown(wait=True, cancel_futures=True)
-            _renderer = None
 
-    def _run_pool(
-        self,
-        pool: ProcessPoolExecutor,
-        blocks: Iterator[Block],
-        sink: Sink,
-        stop: threading.Event,
+    def _feed(
+        self, pool: ProcessPoolExecutor, tasks: Iterator[Task], sink: Sink, stop: threading.Event
     ) -> None:
         in_flight: deque[Future[ChunkResult]] = deque()
         exhausted = False
         limit = self.workers * IN_FLIGHT_PER_WORKER
         while True:
             while not exhausted and not stop.is_set() and len(in_flight) < limit:
-                block = next(blocks, None)
-                if block is None:
+                task = next(tasks, None)
+                if task is None:
                     exhausted = True
                     break
-                in_flight.append(pool.submit(_render_in_worker, block, sink.diff_budget()))
+                function, args = task
+                in_flight.append(pool.submit(function, *args, sink.diff_budget()))
             if not in_flight:
                 return
             head = in_flight[0]

@@ -1,18 +1,25 @@
-"""Where an earlier, interrupted run stopped (`--resume`).
+"""The output file: appending chunks, and where an interrupted run stopped (`--resume`).
 
-The output file is the only state: records are written whole and in input order, each
-naming its input line, so the last complete record says which input lines are done.
-A torn last line (the process was killed mid-write) is cut off. The scan also re-tallies
-the finished records, so the final report covers the whole file, not just this run.
+The output file is the only state. Line N of it answers line N of the input and lines
+are only ever written whole, in order, so the number of complete lines says how many
+input lines are done. A torn last line (the process was killed mid-write) is cut off.
+The scan also re-tallies the finished records, so the final report covers the whole
+file, not just the last run.
 """
 
+import errno
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
-from worker.rerender.lines import LineReader, split_block
+from worker.rerender.lines import LineReader, split_lines
 from worker.rerender.records import Tally
+
+# copy_file_range cannot serve this pair of files: copy through this process instead.
+_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
+_COPY_BYTES = 1 << 20
 
 
 class OutputError(Exception):
@@ -22,7 +29,7 @@ class OutputError(Exception):
 @dataclass(slots=True)
 class ResumePoint:
     # Input lines already answered (blank ones included): skip this many.
-    last_line: int = 0
+    lines: int = 0
     records: int = 0
     truncated_bytes: int = 0
     tally: Tally = field(default_factory=Tally)
@@ -34,36 +41,84 @@ def resume_point(path: Path) -> ResumePoint:
     if not path.exists():
         return point
     with path.open("r+b") as stream:
-        reader = LineReader(stream)
         complete_end = 0
-        for block in reader.blocks():
-            torn = not block.data.endswith(b"\n")
-            lines = list(split_block(block))
-            if torn:
-                lines.pop()
-            for number, raw in lines:
+        for block in LineReader(stream).blocks():
+            data = block.data
+            cut = data.rfind(b"\n") + 1
+            for raw in split_lines(data[:cut]):
+                point.lines += 1
+                if not raw:
+                    continue  # a blank input line
                 try:
                     record = orjson.loads(raw)
-                    line = record["line"]
-                except (orjson.JSONDecodeError, TypeError, KeyError):
+                    if not isinstance(record, dict) or "status" not in record:
+                        raise ValueError
+                except ValueError:
                     raise OutputError(
-                        f"{path}: line {number} is not a rerender record; cannot resume from "
-                        "this file (run without --resume to start over)"
+                        f"{path}: line {point.lines} is not a rerender record; cannot resume "
+                        "from this file (run without --resume to start over)"
                     ) from None
-                if not isinstance(line, int) or line <= point.last_line:
-                    raise OutputError(
-                        f"{path}: line {number} has input line {line!r} out of order; cannot resume"
-                    )
-                point.last_line = line
                 point.records += 1
-                point.tally.add(record)
-            complete_end = block.end_offset
-            if torn:
-                complete_end -= len(block.data) - (block.data.rfind(b"\n") + 1)
-        size = stream.seek(0, 2)
+                point.tally.add(record, point.lines)
+            complete_end = block.end_offset - (len(data) - cut)
+        size = stream.seek(0, os.SEEK_END)
         if size > complete_end:
             point.truncated_bytes = size - complete_end
             stream.truncate(complete_end)
-    # Blank input lines get no record; the gaps in line numbers are exactly them.
-    point.tally.blank_lines = point.last_line - point.records
+    point.tally.blank_lines = point.lines - point.records
     return point
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class OutputFile:
+    """The output, written at its end with plain writes or in-kernel file copies.
+
+    Opened without O_APPEND (copy_file_range refuses such a target) and without
+    truncating: a run that fails before its first record leaves an earlier file as it was.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.lseek(self._fd, 0, os.SEEK_END)
+        self._kernel_copy = hasattr(os, "copy_file_range")
+
+    def truncate(self) -> None:
+        os.ftruncate(self._fd, 0)
+        os.lseek(self._fd, 0, os.SEEK_SET)
+
+    def write(self, data: bytes) -> None:
+        _write_all(self._fd, data)
+
+    def append_file(self, path: str, size: int) -> None:
+        """Append the first `size` bytes of the file `path`."""
+        source = os.open(path, os.O_RDONLY)
+        try:
+            left = size
+            while left and self._kernel_copy:
+                try:
+                    copied = os.copy_file_range(source, self._fd, left)
+                except OSError as exc:
+                    if exc.errno not in _NO_KERNEL_COPY or left != size:
+                        raise
+                    self._kernel_copy = False
+                    break
+                if not copied:
+                    raise OSError(f"{path}: {left} bytes missing")
+                left -= copied
+            while left:
+                data = os.read(source, min(left, _COPY_BYTES))
+                if not data:
+                    raise OSError(f"{path}: {left} bytes missing")
+                _write_all(self._fd, data)
+                left -= len(data)
+        finally:
+            os.close(source)
+
+    def close(self) -> None:
+        os.close(self._fd)

@@ -1,14 +1,19 @@
 """Output records and their tallies; the same code for every engine.
 
-A record is the reply the worker makes, minus `meta.render_ms` (a timing that differs on
-every render: without it, re-rendering the same input gives the same file byte for
-byte, whichever engine and however often interrupted), plus:
-  * `line`: the 1-based number of the input line it answers;
+Line N of the output answers line N of the input. A record is the reply the worker
+makes, minus `meta.render_ms` (a timing that differs on every render: without it,
+re-rendering the same input gives the same file byte for byte, whichever engine and
+however often interrupted), plus:
   * `drift`: `same` / `changed` / `error`, only for lines that carried prior messages;
   * `bad_line: true`, only for an input line that could not be read as a job.
-Key order is the reply's, then these, so equal replies give equal bytes.
+Key order is the reply's, then these, so equal replies give equal bytes. A blank input
+line gets an empty output line, which keeps the two files aligned.
+
+Chunks number their lines from 0; whoever writes them knows where a chunk starts and
+turns these into input line numbers (the render processes never need to know).
 """
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +26,14 @@ from worker.rerender.drift import CHANGED, classify, message_diff
 from worker.rerender.lines import Line, canonical_kind
 
 VOLATILE_META = ("render_ms",)
-# Where the meta object starts in a reply body: the first `,"meta":{` outside a string
+# Where the meta object starts in a reply body: the first `,"meta":` outside a string
 # is the top-level key (an unescaped quote cannot occur inside a JSON string, and
 # messages, which come before it, hold only role and content strings).
 _META_KEY = b',"meta":'
 MAX_BAD_SAMPLES = 100
 _CODES = frozenset(code.value for code in ErrorCode)
+# writev takes at most IOV_MAX (1024 on Linux) buffers per call.
+_IOV_MAX = 1024
 
 
 @dataclass(slots=True)
@@ -39,12 +46,14 @@ class Tally:
     versions: Counter[tuple[str, str]] = field(default_factory=Counter)
     blank_lines: int = 0
     bad_lines: int = 0
+    # (line, reason) of the first bad lines; lines count from 0 within a chunk, from 1
+    # once merged into a run's tally.
     bad_samples: list[tuple[int, str]] = field(default_factory=list)
     # Sum of meta.render_ms over the replies of this run (records do not keep it).
     render_ms: float = 0.0
     timed: int = 0
 
-    def add(self, record: dict[str, Any], render_ms: Any = None) -> None:
+    def add(self, record: dict[str, Any], line: int = 0, render_ms: Any = None) -> None:
         """Count one record (a reply dict with this module's additions)."""
         status = "ok" if record.get("status") == "ok" else "error"
         error = record.get("error")
@@ -65,7 +74,7 @@ class Tally:
             drift=drift if isinstance(drift, str) else None,
             family=family,
             version=version,
-            line=record.get("line"),
+            line=line,
             bad_reason=bad_reason,
             render_ms=render_ms,
         )
@@ -79,7 +88,7 @@ class Tally:
         drift: str | None = None,
         family: Any = None,
         version: Any = None,
-        line: Any = None,
+        line: int = 0,
         bad_reason: str | None = None,
         render_ms: Any = None,
     ) -> None:
@@ -91,19 +100,20 @@ class Tally:
         if bad_reason is not None:
             self.bad_lines += 1
             if len(self.bad_samples) < MAX_BAD_SAMPLES:
-                self.bad_samples.append((line if isinstance(line, int) else 0, bad_reason))
+                self.bad_samples.append((line, bad_reason))
         if isinstance(render_ms, int | float):
             self.render_ms += render_ms
             self.timed += 1
 
-    def merge(self, other: "Tally") -> None:
+    def merge(self, other: "Tally", first_line: int = 0) -> None:
+        """Add `other`, whose sample line numbers count from `first_line`."""
         self.outcomes.update(other.outcomes)
         self.versions.update(other.versions)
         self.blank_lines += other.blank_lines
         self.bad_lines += other.bad_lines
         room = MAX_BAD_SAMPLES - len(self.bad_samples)
         if room > 0:
-            self.bad_samples.extend(other.bad_samples[:room])
+            self.bad_samples += [(first_line + n, why) for n, why in other.bad_samples[:room]]
         self.render_ms += other.render_ms
         self.timed += other.timed
 
@@ -121,37 +131,49 @@ class Tally:
 
 @dataclass(frozen=True, slots=True)
 class Diff:
+    """A changed job's diff; `line` counts from 0 within its chunk."""
+
     line: int
     job_id: str | None
+    kind: str | None
     text: str
 
 
 @dataclass(slots=True)
 class ChunkResult:
-    """Consecutive output records and what they add to the tallies."""
+    """The records of consecutive input lines and what they add to the tallies.
+
+    The records are in `output`, or in the file `spool` (`spool_bytes` long) when a
+    render process wrote them there for the writer to copy in the kernel.
+    """
 
     output: bytes
+    lines: int
     tally: Tally
     diffs: list[Diff]
-    # Number of the last input line covered (blank lines included) and the input offset
-    # after it: what the progress display and --resume go by.
-    last_line: int
+    # The input offset after these lines (progress and ETA).
     end_offset: int
+    spool: str | None = None
+    spool_bytes: int = 0
 
 
 class ChunkBuilder:
-    """Collects records in input order into one ChunkResult."""
+    """Collects the records of consecutive input lines, in order, into one ChunkResult."""
 
     def __init__(self, diff_budget: int) -> None:
-        # Records and their newlines, joined once at the end (one copy of the output).
+        # Records and their newlines, joined (or written) once at the end.
         self._parts: list[bytes | memoryview] = []
-        self._records = 0
+        self._size = 0
         self._tally = Tally()
         self._diffs: list[Diff] = []
         self._diff_budget = diff_budget
+        self.lines = 0
 
     def blank(self) -> None:
+        self._parts.append(b"\n")
+        self._size += 1
         self._tally.blank_lines += 1
+        self.lines += 1
 
     def add(self, line: Line, reply: dict[str, Any]) -> None:
         """Record `reply` (the worker's, or an error made here) as the answer to `line`."""
@@ -163,12 +185,13 @@ class ChunkBuilder:
                 meta.pop(key, None)
         if line.has_prior:
             reply["drift"] = self._drift(line, reply.get("status") == "ok", reply.get("messages"))
-        reply["line"] = line.number
         if line.bad:
             reply["bad_line"] = True
-        self._parts += (orjson.dumps(reply), b"\n")
-        self._records += 1
-        self._tally.add(reply, render_ms)
+        record = orjson.dumps(reply)
+        self._parts += (record, b"\n")
+        self._size += len(record) + 1
+        self._tally.add(reply, self.lines, render_ms)
+        self.lines += 1
 
     def add_rendered(self, line: Line, outcome: RenderOutcome) -> None:
         """Record an `ok` outcome of this process's renderer without parsing its body.
@@ -196,11 +219,11 @@ class ChunkBuilder:
         if line.has_prior:
             drift = self._drift(line, True, outcome.messages)
             tail.append(b',"drift":"' + drift.encode() + b'"')
-        tail.append(b',"line":' + str(line.number).encode() + b"}\n")
-        # A view, not a slice: the bulk of the body is copied once, into the chunk.
+        tail.append(b"}\n")
+        # A view, not a slice: the bulk of the body is copied once, into the output.
         self._parts.append(memoryview(body)[:start])
         self._parts += tail
-        self._records += 1
+        self._size += start + sum(len(part) for part in tail)
         self._tally.count(
             kind=outcome.kind,
             status="ok",
@@ -209,16 +232,44 @@ class ChunkBuilder:
             version=meta.get("template_version"),
             render_ms=render_ms,
         )
+        self.lines += 1
 
     def _drift(self, line: Line, ok: bool, messages: Any) -> str:
         drift = classify(ok, messages, line.prior)
         if drift == CHANGED and len(self._diffs) < self._diff_budget:
-            text = message_diff(line.job_id, line.number, line.kind, line.prior or [], messages)
-            self._diffs.append(Diff(line.number, line.job_id, text))
+            text = message_diff(line.prior or [], messages)
+            self._diffs.append(Diff(self.lines, line.job_id, line.kind, text))
         return drift
 
     def __len__(self) -> int:
-        return self._records
+        return self.lines
 
-    def result(self, last_line: int, end_offset: int) -> ChunkResult:
-        return ChunkResult(b"".join(self._parts), self._tally, self._diffs, last_line, end_offset)
+    def result(self, end_offset: int) -> ChunkResult:
+        output = b"".join(self._parts)
+        return ChunkResult(output, self.lines, self._tally, self._diffs, end_offset)
+
+    def spool_result(self, path: str, end_offset: int) -> ChunkResult:
+        """The result with its records written to the new file `path` instead."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            # Straight from the parts: no joined copy of the chunk in this process.
+            parts = self._parts
+            for low in range(0, len(parts), _IOV_MAX):
+                batch: list[bytes | memoryview] = parts[low : low + _IOV_MAX]
+                expected = sum(len(part) for part in batch)
+                written = os.writev(fd, batch)
+                if written < expected:  # a short write: finish this batch the slow way
+                    rest = memoryview(b"".join(batch))[written:]
+                    while rest:
+                        rest = rest[os.write(fd, rest) :]
+        finally:
+            os.close(fd)
+        return ChunkResult(
+            b"",
+            self.lines,
+            self._tally,
+            self._diffs,
+            end_offset,
+            spool=path,
+            spool_bytes=self._size,
+        )

@@ -1,8 +1,11 @@
 """One rerender run: input -> engine -> ordered output, diffs, progress, report, exit code."""
 
 import os
+import shutil
 import signal
+import stat
 import sys
+import tempfile
 import threading
 import time
 from contextlib import ExitStack
@@ -15,11 +18,11 @@ import orjson
 
 from worker.rerender.drift import CHANGED, ERROR, DiffWriter
 from worker.rerender.lines import BLOCK_BYTES, LineReader
-from worker.rerender.output import OutputError, ResumePoint, resume_point
+from worker.rerender.output import OutputError, OutputFile, ResumePoint, resume_point
 from worker.rerender.progress import Progress, make_progress
 from worker.rerender.records import ChunkResult, Tally
 from worker.rerender.report import build_report, print_summary
-from worker.rerender.sink import Engine, EngineError
+from worker.rerender.sink import Engine, EngineError, Input
 
 DEFAULT_DIFF_LIMIT = 100
 # Bad lines are also listed in the report; on the terminal the first few are enough.
@@ -62,45 +65,64 @@ class OutputSink:
 
     def __init__(
         self,
-        stream: BinaryIO,
+        output: OutputFile,
         *,
+        resume_point: ResumePoint,
         resume: bool,
         diffs: DiffWriter,
         progress: Progress,
-        total: Tally,
     ) -> None:
-        self._stream = stream
+        self._output = output
         self._started = resume  # a resumed file is appended to, never truncated
+        self._spool: str | None = None
         self.diffs = diffs
         self.progress = progress
-        self.total = total
+        self.total = resume_point.tally
         self.run = Tally()
+        # Input lines answered so far: chunks count their lines from here.
+        self.lines = resume_point.lines
         self._bad_noted = 0
+        # Spool directories of runs that were killed.
+        for stale in output.path.parent.glob(f".{output.path.name}.spool-*"):
+            shutil.rmtree(stale, ignore_errors=True)
 
     def begin(self) -> None:
         """Start a fresh output (deferred so a run that cannot start leaves the file be)."""
         if not self._started:
             self._started = True
-            self._stream.truncate(0)
+            self._output.truncate()
 
     def diff_budget(self) -> int:
         return self.diffs.budget()
 
+    def spool_dir(self) -> str:
+        if self._spool is None:
+            # Beside the output: same file system, so the copy stays in the kernel.
+            self._spool = tempfile.mkdtemp(
+                prefix=f".{self._output.path.name}.spool-", dir=self._output.path.parent
+            )
+        return self._spool
+
     def accept(self, chunk: ChunkResult) -> None:
         self.begin()
-        # One write of whole lines, flushed: an interruption between chunks leaves a
-        # file of complete records; a kill inside a write leaves a torn line --resume cuts.
-        self._stream.write(chunk.output)
-        self._stream.flush()
-        self.run.merge(chunk.tally)
-        self.total.merge(chunk.tally)
+        # Whole lines only: an interruption between chunks leaves a file of complete
+        # records; a kill inside a write leaves a torn line that --resume cuts off.
+        if chunk.spool is not None:
+            self._output.append_file(chunk.spool, chunk.spool_bytes)
+            os.unlink(chunk.spool)
+        else:
+            self._output.write(chunk.output)
+        first = self.lines + 1
+        self.lines += chunk.lines
+        self.run.merge(chunk.tally, first)
+        self.total.merge(chunk.tally, first)
         for diff in chunk.diffs:
-            self.diffs.write(diff.line, diff.job_id, diff.text)
-        for _line, reason in chunk.tally.bad_samples:
+            self.diffs.write(first + diff.line, diff.job_id, diff.kind, diff.text)
+        for line, reason in chunk.tally.bad_samples:
             if self._bad_noted < MAX_BAD_LINE_NOTES:
-                self.progress.note(f"skipped bad line: {reason}")
+                self.progress.note(f"bad input line {first + line}: {reason}")
             elif self._bad_noted == MAX_BAD_LINE_NOTES:
-                self.progress.note("more bad lines: they are listed in the report")
+                self.progress.note("more bad input lines: see the report")
             self._bad_noted += 1
         self.progress.update(
             jobs=self.run.records,
@@ -112,8 +134,13 @@ class OutputSink:
     def warn(self, message: str) -> None:
         self.progress.note(message)
 
+    def close(self) -> None:
+        if self._spool is not None:
+            shutil.rmtree(self._spool, ignore_errors=True)
+
 
 def _open_input(path: str) -> tuple[BinaryIO, int | None]:
+    """The input stream, and its size when it is a regular file (else None)."""
     if path == "-":
         return sys.stdin.buffer, None
     try:
@@ -124,16 +151,15 @@ def _open_input(path: str) -> tuple[BinaryIO, int | None]:
         raise RerenderError(f"{path}: is a directory, expected a JSON-lines file") from None
     except OSError as exc:
         raise RerenderError(f"{path}: cannot read: {exc.strerror}") from None
-    return stream, os.fstat(stream.fileno()).st_size
+    status = os.fstat(stream.fileno())
+    return stream, status.st_size if stat.S_ISREG(status.st_mode) else None
 
 
-def _open_output(path: Path, input_path: str) -> BinaryIO:
+def _open_output(path: Path, input_path: str) -> OutputFile:
     if input_path != "-" and path.exists() and path.samefile(input_path):
         raise RerenderError(f"{path}: the output would overwrite the input")
     try:
-        # Append mode creates the file without truncating it: a run that fails before
-        # its first record (say, broker unreachable) leaves an earlier output intact.
-        return open(path, "ab")
+        return OutputFile(path)
     except OSError as exc:
         raise RerenderError(f"{path}: cannot write: {exc.strerror}") from None
 
@@ -157,16 +183,23 @@ def run(
             point = resume_point(output) if options.resume else ResumePoint()
         except OutputError as exc:
             raise RerenderError(str(exc)) from None
-        out_stream = _open_output(output, options.input)
-        cleanup.callback(out_stream.close)
+        out_file = _open_output(output, options.input)
+        cleanup.callback(out_file.close)
         reader = LineReader(input_stream, options.block_bytes)
-        if point.last_line:
-            skipped = reader.skip(point.last_line)
-            if skipped < point.last_line:
+        if point.lines:
+            skipped = reader.skip(point.lines)
+            if skipped < point.lines:
                 raise RerenderError(
-                    f"{output} answers input lines up to {point.last_line:,} but "
-                    f"{options.input} has only {skipped:,} lines: is it the same input?"
+                    f"{output} answers {point.lines:,} input lines but "
+                    f"{options.input} has only {skipped:,}: is it the same input?"
                 )
+        # A regular file may be read by other processes at offsets (local pool).
+        source = Input(
+            reader,
+            path=options.input if input_bytes is not None else None,
+            size=input_bytes,
+            block_bytes=options.block_bytes,
+        )
         diff_dir = Path(options.diff_dir) if options.diff_dir else Path(f"{output}.diffs")
         diffs = DiffWriter(diff_dir, options.diff_limit, resume=options.resume)
         progress = make_progress(
@@ -179,18 +212,19 @@ def run(
         cleanup.callback(progress.close)
         if point.truncated_bytes:
             progress.note(f"cut a torn last line ({point.truncated_bytes} bytes) off {output}")
-        if point.last_line:
-            progress.note(f"resuming after input line {point.last_line:,}")
+        if point.lines:
+            progress.note(f"resuming after input line {point.lines:,}")
         sink = OutputSink(
-            out_stream, resume=options.resume, diffs=diffs, progress=progress, total=point.tally
+            out_file, resume_point=point, resume=options.resume, diffs=diffs, progress=progress
         )
+        cleanup.callback(sink.close)
         stop = threading.Event()
-        failure = _run_engine(engine, reader, sink, stop)
+        failure = _run_engine(engine, source, sink, stop)
         if failure is None:
             sink.begin()  # an empty input still yields an (empty) fresh output
 
     interrupted = stop.is_set()
-    if failure is not None and not sink.run.records and not point.last_line:
+    if failure is not None and not sink.run.records and not point.lines:
         err.write(f"rerender: error: {failure}\n")
         return EXIT_USAGE
     report = build_report(
@@ -200,7 +234,7 @@ def run(
         output_path=str(output),
         engine=engine.describe(),
         interrupted=interrupted or failure is not None,
-        resumed_after_line=point.last_line,
+        resumed_after_line=point.lines,
         elapsed_s=time.monotonic() - started,
         renderer_template_versions=renderer_template_versions,
         diff_dir=str(diff_dir),
@@ -233,7 +267,7 @@ def run(
 
 
 def _run_engine(
-    engine: Engine, reader: LineReader, sink: OutputSink, stop: threading.Event
+    engine: Engine, source: Input, sink: OutputSink, stop: threading.Event
 ) -> str | None:
     """Run the engine with Ctrl-C turned into a graceful stop; the failure, if any."""
 
@@ -245,7 +279,7 @@ def _run_engine(
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
     try:
-        engine.run(reader.blocks(), sink, stop)
+        engine.run(source, sink, stop)
     except EngineError as exc:
         return str(exc)
     finally:

@@ -1,16 +1,16 @@
 """The one interface between the engines and the rest of `rerender`.
 
-An engine reads blocks of input lines, turns them into records and hands them to the
-sink as `ChunkResult`s in input order. The sink writes, tallies, diffs and shows
+An engine takes its work from an `Input`, turns lines into records and hands them to
+the sink as `ChunkResult`s in input order. The sink writes, tallies, diffs and shows
 progress; the engine never touches the output file. An engine stops early, leaving
 only whole chunks behind, when `stop` is set (Ctrl-C).
 """
 
 import threading
-from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from worker.rerender.lines import Block
+from worker.rerender.lines import BLOCK_BYTES, LineReader
 from worker.rerender.records import ChunkResult
 
 
@@ -21,9 +21,24 @@ class EngineError(Exception):
     """
 
 
+@dataclass(frozen=True, slots=True)
+class Input:
+    """The input from where this run starts (`reader.offset`, after --resume skipped)."""
+
+    reader: LineReader
+    # A regular file that other processes may read by offset, and its size; else None.
+    path: str | None = None
+    size: int | None = None
+    block_bytes: int = BLOCK_BYTES
+
+
 class Sink(Protocol):
     def diff_budget(self) -> int:
         """How many more diffs of changed jobs are wanted (engines compute only these)."""
+        ...
+
+    def spool_dir(self) -> str:
+        """A directory for chunk files (`ChunkResult.spool`); the sink removes it."""
         ...
 
     def accept(self, chunk: ChunkResult) -> None:
@@ -38,7 +53,7 @@ class Sink(Protocol):
 class Engine(Protocol):
     name: str
 
-    def run(self, blocks: Iterator[Block], sink: Sink, stop: threading.Event) -> None: ...
+    def run(self, source: Input, sink: Sink, stop: threading.Event) -> None: ...
 
     def describe(self) -> dict[str, Any]:
         """Settings and counters of this engine, for the report."""
