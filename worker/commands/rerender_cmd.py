@@ -1,10 +1,10 @@
 """`prompt-worker rerender`: what would the pipeline send now for past sessions?
 
 Each input line is a job, or {"job": {...}, "messages": [...]} where "messages" (or
-"expected_messages") is what was sent before. Output: one record per non-blank input
-line, in input order: the reply, without meta.render_ms, with "line" (the input line
-number) and, for lines with prior messages, "drift": same | changed | error. A bad
-line gets an error record too ("bad_line": true), so the output stays aligned.
+"expected_messages") is what was sent before. Output line N answers input line N: the
+reply, without meta.render_ms, plus "drift": same | changed | error for lines with
+prior messages. A bad line gets an error record ("bad_line": true) and a blank line an
+empty line, so the two files stay aligned.
 
 Engines: --local (default) renders here on all cores; --broker publishes to the
 worker fleet. Ctrl-C leaves a valid partial output; --resume continues it.
@@ -86,7 +86,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     )
     parser.add_argument("input", metavar="INPUT.jsonl", help="jobs, one a line; - for stdin")
     parser.add_argument(
-        "--out", required=True, metavar="OUTPUT.jsonl", help="records, one per input line"
+        "--out", required=True, metavar="OUTPUT.jsonl", help="one record per input line"
     )
     engine = parser.add_mutually_exclusive_group()
     engine.add_argument(
