@@ -9,6 +9,7 @@ file, not just the last run.
 
 import errno
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,12 +86,16 @@ class OutputFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-        os.lseek(self._fd, 0, os.SEEK_END)
+        # Anything else (/dev/null, a pipe) is simply written to.
+        self.regular = stat.S_ISREG(os.fstat(self._fd).st_mode)
+        if self.regular:
+            os.lseek(self._fd, 0, os.SEEK_END)
         self._kernel_copy = hasattr(os, "copy_file_range")
 
     def truncate(self) -> None:
-        os.ftruncate(self._fd, 0)
-        os.lseek(self._fd, 0, os.SEEK_SET)
+        if self.regular:
+            os.ftruncate(self._fd, 0)
+            os.lseek(self._fd, 0, os.SEEK_SET)
 
     def write(self, data: bytes) -> None:
         _write_all(self._fd, data)

@@ -17,7 +17,6 @@ from rich.progress import (
     BarColumn,
     TaskProgressColumn,
     TextColumn,
-    TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.progress import Progress as RichProgress
@@ -64,7 +63,6 @@ class BarProgress:
             TextColumn("{task.fields[rate]:,.0f} jobs/s"),
             TextColumn("[red]{task.fields[errors]:,} errors"),
             TextColumn("{task.fields[changed]:,} changed"),
-            TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
             console=self._console,

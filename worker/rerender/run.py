@@ -83,8 +83,10 @@ class OutputSink:
         self.lines = resume_point.lines
         self._bad_noted = 0
         # Spool directories of runs that were killed.
-        for stale in output.path.parent.glob(f".{output.path.name}.spool-*"):
-            shutil.rmtree(stale, ignore_errors=True)
+        prefix = f".{output.path.name}.spool-"
+        for stale in output.path.parent.iterdir():
+            if stale.name.startswith(prefix) and stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
 
     def begin(self) -> None:
         """Start a fresh output (deferred so a run that cannot start leaves the file be)."""
@@ -97,10 +99,14 @@ class OutputSink:
 
     def spool_dir(self) -> str:
         if self._spool is None:
-            # Beside the output: same file system, so the copy stays in the kernel.
-            self._spool = tempfile.mkdtemp(
-                prefix=f".{self._output.path.name}.spool-", dir=self._output.path.parent
-            )
+            prefix = f".{self._output.path.name}.spool-"
+            try:
+                # Beside the output: same file system, so the copy stays in the kernel.
+                if not self._output.regular:
+                    raise OSError("not a regular file")
+                self._spool = tempfile.mkdtemp(prefix=prefix, dir=self._output.path.parent)
+            except OSError:  # /dev/null, a read-only directory: any place will do
+                self._spool = tempfile.mkdtemp(prefix=prefix)
         return self._spool
 
     def accept(self, chunk: ChunkResult) -> None:
