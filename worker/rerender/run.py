@@ -82,11 +82,20 @@ class OutputSink:
         # Input lines answered so far: chunks count their lines from here.
         self.lines = resume_point.lines
         self._bad_noted = 0
-        # Spool directories of runs that were killed.
-        prefix = f".{output.path.name}.spool-"
-        for stale in output.path.parent.iterdir():
-            if stale.name.startswith(prefix) and stale.is_dir():
-                shutil.rmtree(stale, ignore_errors=True)
+        if output.regular:
+            self._remove_stale_spools()
+
+    def _spool_prefix(self) -> str:
+        return f".{self._output.path.name}.spool-"
+
+    def _remove_stale_spools(self) -> None:
+        """Spool directories left beside the output by runs that were killed."""
+        try:
+            for path in self._output.path.parent.iterdir():
+                if path.name.startswith(self._spool_prefix()) and path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
 
     def begin(self) -> None:
         """Start a fresh output (deferred so a run that cannot start leaves the file be)."""
@@ -99,7 +108,7 @@ class OutputSink:
 
     def spool_dir(self) -> str:
         if self._spool is None:
-            prefix = f".{self._output.path.name}.spool-"
+            prefix = self._spool_prefix()
             try:
                 # Beside the output: same file system, so the copy stays in the kernel.
                 if not self._output.regular:
