@@ -2,9 +2,10 @@
 
 Two kinds of job go here (see docs/PERFORMANCE.md, "Event loop and large jobs"):
 
-* big ones: rendering costs about 5 ms per MB and holds the GIL inside pydantic, orjson
-  and the regex engine, so a thread would still stall the loop (measured: 100 ms for a
-  22 MB job) while a process keeps it free (a few ms spent copying bytes);
+* big ones: rendering costs about 30 ms per MB (masking included) and holds the GIL
+  inside pydantic, orjson and the regex engine, so a thread would still stall the loop
+  (measured: 68 ms for a 30 MB job) while a process keeps it nearly free (its worst
+  stall is copying the 30 MB in and out, ~35 ms);
 * suspect ones: a delivery that already came back once may be what killed a worker
   (out of memory, a crash in native code). Rendered here, such a job can only take down
   the helper, which is replaced, and the worker keeps serving everyone else.

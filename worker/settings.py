@@ -19,10 +19,11 @@ from worker.render import DEFAULT_MAX_MESSAGE_BYTES
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_PREFETCH = 64
 DEFAULT_HTTP_PORT = 8080
-# Measured in docs/PERFORMANCE.md ("Event loop and large jobs"): below about 1 MiB a
-# render blocks the event loop for less than ~6 ms, above it the loop would stall for
-# tens to hundreds of milliseconds, so bigger jobs are rendered in a helper process.
-DEFAULT_OFFLOAD_BYTES = 1024 * 1024
+# Measured in docs/PERFORMANCE.md ("Event loop and large jobs"): rendering costs about
+# 30 ms per MB of outside text (masking included), so a 256 KiB job blocks the event
+# loop for ~8 ms at most; bigger jobs render in the helper process, where even a 30 MB
+# job stalls the loop for only the ~35 ms of copying its bytes.
+DEFAULT_OFFLOAD_BYTES = 256 * 1024
 # Under Kubernetes' default 30 s termination grace period, so in-flight jobs finish
 # before the kubelet's SIGKILL.
 DEFAULT_SHUTDOWN_TIMEOUT = 25.0
