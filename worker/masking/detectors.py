@@ -29,8 +29,37 @@ Apply = Callable[[TextView], tuple[str, int]]
 
 @dataclass(frozen=True, slots=True)
 class Anchor:
+    """A necessary condition of a detector's matches: `literal` occurs, and when given,
+    `pattern` (a regex holding the literal) matches too.
+
+    Ops text mentions "token" and "secret" all the time; a pattern such as "a key
+    holding `token` followed by `:` or `=`" lets the prefilter discard those mentions
+    in the same pass, so the detector only runs where a match is plausible. Patterns
+    use the syntax Python's `re` and Hyperscan share (no look-around, no back-refs).
+    """
+
     literal: str
     caseless: bool = True
+    pattern: str | None = None
+
+
+_KEY_TAIL = r"[A-Za-z0-9_.\-]*"
+_QUOTE = r"(?:\\{0,3}[\"'])?"  # as in keyvalue._SEPARATOR
+_LOOSE_QUOTE = r"\\{0,3}[\"']?"  # as in the regexes of the detectors below
+
+
+def _key_anchor(keyword: str) -> Anchor:
+    """Where `keyvalue.find_values` can match: a key holding `keyword` followed by a
+    separator, a space (`--token x`), or a Kubernetes env pair's `value` key."""
+    k = re.escape(keyword)
+    return Anchor(
+        keyword,
+        pattern=(
+            rf"{k}{_KEY_TAIL}{_QUOTE}[ \t]*[:=]"
+            rf"|--{_KEY_TAIL}{k}{_KEY_TAIL}[ \t]"
+            rf"|{k}{_KEY_TAIL}{_QUOTE}[ \t]*,?(?:\s|\\[nr]){{0,8}}(?:-[ \t]+)?{_LOOSE_QUOTE}value"
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,19 +344,31 @@ BUILTIN: tuple[Detector, ...] = (
     Detector(
         "certificate", SECRETS, "[MASKED_CERTIFICATE]", _PEM_ANCHOR, _pem_detector(private=False)
     ),
-    Detector("kubeconfig", SECRETS, "[MASKED_CERTIFICATE]", (Anchor("-data"),), _kubeconfig),
+    Detector(
+        "kubeconfig",
+        SECRETS,
+        "[MASKED_CERTIFICATE]",
+        (Anchor("-data", pattern=rf"-data{_LOOSE_QUOTE}[ \t]*[:=]"),),
+        _kubeconfig,
+    ),
     Detector(
         "kubernetes_secret",
         SECRETS,
         k8s.REPLACEMENT,
-        (Anchor("Secret", caseless=False),),
+        (
+            Anchor(
+                "Secret",
+                caseless=False,
+                pattern=r"kind\\*[\"']?[ \t]*:[ \t]*\\*[\"']?Secret",
+            ),
+        ),
         _k8s_secret,
     ),
     Detector(
         "docker_auth",
         SECRETS,
         "[MASKED_CREDENTIALS]",
-        (Anchor("auth", caseless=False),),
+        (Anchor("auth", caseless=False, pattern=r"auth\\{0,3}[\"'][ \t]*:"),),
         _docker_auth,
     ),
     Detector(
@@ -368,21 +409,24 @@ BUILTIN: tuple[Detector, ...] = (
         "aws_secret_access_key",
         SECRETS,
         keyvalue.AWS_SECRET.replacement,
-        (Anchor("secret"),),
+        (_key_anchor("secret"),),
         _keyvalue_detector(keyvalue.AWS_SECRET),
     ),
     Detector(
         "authorization",
         SECRETS,
         "[MASKED_TOKEN]",
-        (Anchor("authorization"), Anchor("bearer")),
+        (
+            Anchor("authorization", pattern=rf"authorization{_LOOSE_QUOTE}[ \t]*[:=]"),
+            Anchor("bearer", pattern=r"bearer[ \t]+[A-Za-z0-9._~+/\-]"),
+        ),
         _authorization,
     ),
     Detector(
         "token",
         SECRETS,
         keyvalue.TOKEN.replacement,
-        (Anchor("token"), Anchor("sha256~")),
+        (_key_anchor("token"), Anchor("sha256~")),
         _chain(
             _regex_detector(_OPENSHIFT_TOKEN, "[MASKED_TOKEN]"), _keyvalue_detector(keyvalue.TOKEN)
         ),
@@ -391,24 +435,30 @@ BUILTIN: tuple[Detector, ...] = (
         "api_key",
         SECRETS,
         keyvalue.API_KEY.replacement,
-        tuple(Anchor(k) for k in keyvalue.API_KEY.keywords),
+        tuple(_key_anchor(k) for k in keyvalue.API_KEY.keywords),
         _keyvalue_detector(keyvalue.API_KEY),
     ),
     Detector(
         "password",
         SECRETS,
         keyvalue.PASSWORD.replacement,
-        tuple(Anchor(k) for k in keyvalue.PASSWORD.keywords),
+        tuple(_key_anchor(k) for k in keyvalue.PASSWORD.keywords),
         _keyvalue_detector(keyvalue.PASSWORD),
     ),
     Detector(
         "secret",
         SECRETS,
         keyvalue.SECRET.replacement,
-        (Anchor("secret"),),
+        (_key_anchor("secret"),),
         _keyvalue_detector(keyvalue.SECRET),
     ),
-    Detector("url_credentials", SECRETS, "[MASKED_PASSWORD]", (Anchor("://"),), _url_credentials),
+    Detector(
+        "url_credentials",
+        SECRETS,
+        "[MASKED_PASSWORD]",
+        (Anchor("://", pattern=r"://[^\s/?#\"'<>\\]*@"),),
+        _url_credentials,
+    ),
     Detector("email", PII, "[MASKED_EMAIL]", (Anchor("@"),), _email),
 )
 

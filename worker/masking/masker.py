@@ -133,15 +133,17 @@ class Masker:
         for index, detector in enumerate(detectors):
             for anchor in detector.anchors:
                 literal = anchor.literal.lower() if anchor.caseless else anchor.literal
-                key = Anchor(literal, anchor.caseless)
+                key = Anchor(literal, anchor.caseless, anchor.pattern)
                 if key not in anchor_ids:
                     anchor_ids[key] = len(anchors)
                     anchors.append(key)
                 gated.setdefault(anchor_ids[key], []).append(index)
         self._gated = {a: tuple(ds) for a, ds in gated.items()}
         self._all_anchors: Hits = dict.fromkeys(self._gated)
-        # Positions of caseless anchors are what `TextView.find_all` returns.
-        self._caseless_literal = {i: a.literal for i, a in enumerate(anchors) if a.caseless}
+        # Positions of caseless literal anchors are what `TextView.find_all` returns.
+        self._caseless_literal = {
+            i: a.literal for i, a in enumerate(anchors) if a.caseless and a.pattern is None
+        }
         self.prefilter: prefilters.Prefilter = prefilters.build(anchors, engine)
         paths = [_parse_path(path, shape is DATA) for path, shape in all_paths()]
         self._text_paths = tuple(p for p in paths if not p.data)

@@ -10,9 +10,11 @@ bench/bench_masking.py).
 Both engines fold ASCII case only, so they agree on every input; a test checks it.
 """
 
+import re
 import threading
-from bisect import bisect_right
+from bisect import bisect_left
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any, Protocol
 
 import structlog
@@ -54,6 +56,16 @@ class PythonPrefilter:
     def __init__(self, anchors: Sequence[Anchor]) -> None:
         self._caseless = [(i, a.literal.lower()) for i, a in enumerate(anchors) if a.caseless]
         self._exact = [(i, a.literal) for i, a in enumerate(anchors) if not a.caseless]
+        # ASCII-only case folding and classes, as Hyperscan without its UCP flag.
+        self._patterns = {
+            i: re.compile(a.pattern, (re.IGNORECASE if a.caseless else 0) | re.ASCII)
+            for i, a in enumerate(anchors)
+            if a.pattern is not None
+        }
+
+    def _confirmed(self, ids: list[int], text: str) -> list[int]:
+        patterns = self._patterns
+        return [i for i in ids if i not in patterns or patterns[i].search(text)]
 
     def scan(self, texts: Sequence[str]) -> dict[int, Hits]:
         if not texts:
@@ -68,17 +80,25 @@ class PythonPrefilter:
             caseless = [(i, a) for i, a in self._caseless if a in lowered]
         if not exact and not caseless:
             return {}
-        if len(texts) == 1:
-            return {0: dict.fromkeys(i for i, _ in exact + caseless)}
         found: dict[int, Hits] = {}
         for index, text in enumerate(texts):
-            ids = [i for i, a in exact if a in text]
-            if caseless:
-                low = _ascii_lower(text)
-                ids.extend(i for i, a in caseless if a in low)
+            if len(texts) == 1:
+                ids = [i for i, _ in exact + caseless]
+            else:
+                ids = [i for i, a in exact if a in text]
+                if caseless:
+                    low = _ascii_lower(text)
+                    ids.extend(i for i, a in caseless if a in low)
+            ids = self._confirmed(ids, text)
             if ids:
                 found[index] = dict.fromkeys(ids)
         return found
+
+
+def _hs_escape(literal: str) -> str:
+    # Hyperscan takes PCRE syntax: escaping every non-alphanumeric ASCII character is
+    # always valid there and makes it a literal.
+    return "".join(c if c.isalnum() or not c.isascii() else "\\" + c for c in literal)
 
 
 def _on_match(anchor: int, start: int, end: int, flags: int, hits: list[tuple[int, int]]) -> None:
@@ -96,13 +116,19 @@ class HyperscanPrefilter:
         flags = [_hs.HS_FLAG_CASELESS if a.caseless else 0 for a in anchors]
         database = _hs.Database(mode=_hs.HS_MODE_BLOCK)
         database.compile(
-            expressions=[a.literal.encode("utf-8") for a in anchors],
+            expressions=[
+                (a.pattern if a.pattern is not None else _hs_escape(a.literal)).encode("utf-8")
+                for a in anchors
+            ],
             ids=list(range(len(anchors))),
             flags=flags,
-            literal=True,
         )
         self._database: Any = database
-        self._lengths = [len(a.literal.encode("utf-8")) for a in anchors]
+        # Hits of a literal anchor tell where the literal starts (its length before the
+        # match end); those of a pattern do not.
+        self._lengths = [
+            len(a.literal.encode("utf-8")) if a.pattern is None else None for a in anchors
+        ]
         # Hyperscan scratch space may not be shared by concurrent scans: one per thread.
         self._local = threading.local()
 
@@ -127,28 +153,43 @@ class HyperscanPrefilter:
         )
         if not hits:
             return {}
-        # Start offset of each text in the buffer, to map hits to texts.
+        # Where each text ends in the buffer, to map hits to texts: cumulative sizes (a
+        # C-speed accumulate) plus one separator per text before it.
         all_ascii = joined.isascii()
-        starts: list[int] = []
-        offset = 0
-        for text in texts:
-            starts.append(offset)
-            offset += (len(text) if all_ascii else len(text.encode("utf-8", "surrogatepass"))) + 1
+        sizes = (
+            map(len, texts)
+            if all_ascii
+            else (len(t.encode("utf-8", "surrogatepass")) for t in texts)
+        )
+        # Only as far as the last hit: hits usually sit in the first few texts.
+        last = hits[-1][0]
+        ends: list[int] = []
+        for index, text_end in enumerate(accumulate(sizes)):
+            ends.append(text_end)
+            if text_end + index >= last:
+                break
         lengths = self._lengths
+        count = len(texts)
         found: dict[int, Hits] = {}
         for end, anchor in hits:
-            index = bisect_right(starts, end - 1) - 1
+            # The text holding the hit's last byte: the first i with ends[i] + i >= end
+            # (i separators precede text i). ends[i] >= end - count bounds it below.
+            index = bisect_left(ends, end - count)
+            while ends[index] + index < end:
+                index += 1
+            start = ends[index - 1] + index if index else 0
             per_text = found.get(index)
             if per_text is None:
                 per_text = found[index] = {}
             # Byte offsets are character offsets only in ASCII text; elsewhere the
             # detectors search for themselves.
-            if not all_ascii and not texts[index].isascii():
+            length = lengths[anchor]
+            if length is None or (not all_ascii and not texts[index].isascii()):
                 per_text[anchor] = None
                 continue
             positions = per_text.get(anchor, [])
             if positions is not None:
-                positions.append(end - lengths[anchor] - starts[index])
+                positions.append(end - length - start)
                 per_text[anchor] = positions
         return found
 
