@@ -26,8 +26,9 @@ from tests.masking_corpus.positions import (
 from worker.config import ConfigError, WorkerConfig, load_config, parse_config
 from worker.masking import fields
 from worker.masking.config import MaskingConfig
-from worker.masking.detectors import BUILTIN, Detector, TextView
+from worker.masking.detectors import BUILTIN, Detector
 from worker.masking.masker import REDACTION_NOTICE, Masker
+from worker.masking.text import TextView
 from worker.render import Renderer
 
 MASKING_ON = Renderer(WorkerConfig())

@@ -48,6 +48,14 @@ def _mcp(field: str, text: str) -> dict[str, Any]:
     return _job("mcp_summarization", mcp_summarization={"max_summary_tokens": 500, field: text})
 
 
+def _history_message(role: str) -> JobFactory:
+    def job(text: str) -> dict[str, Any]:
+        exchange = {"user_question": "What failed?", "messages": [{"role": role, "content": text}]}
+        return _job("react", chat={"user_question": "And now?", "history": [exchange]})
+
+    return job
+
+
 POSITIONS: tuple[Position, ...] = (
     Position("session.alert_data", "react", lambda t: _job("react", session={"alert_data": t})),
     Position(
@@ -115,22 +123,7 @@ POSITIONS: tuple[Position, ...] = (
         ),
     ),
     *(
-        Position(
-            "chat.history[].messages[].content",
-            role,
-            lambda t, role=role: _job(
-                "react",
-                chat={
-                    "user_question": "And now?",
-                    "history": [
-                        {
-                            "user_question": "What failed?",
-                            "messages": [{"role": role, "content": t}],
-                        }
-                    ],
-                },
-            ),
-        )
+        Position("chat.history[].messages[].content", role, _history_message(role))
         for role in ("assistant", "user", "tool")
     ),
     Position(
