@@ -20,7 +20,13 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from tests.conftest import CONFORMANCE, REPO
 from tests.integration.conftest import start_worker, topo
-from tests.integration.helpers import AMQP_URL, StartWorker, WorkerProcess, broker_reachable
+from tests.integration.helpers import (
+    AMQP_URL,
+    StartWorker,
+    TcpProxy,
+    WorkerProcess,
+    broker_reachable,
+)
 from tests.test_rerender import conformance_lines, records, write_lines
 from worker.cli import main
 from worker.config import load_config
@@ -205,3 +211,39 @@ def test_worker_killed_mid_run_and_restarted_still_completes_every_job(
     summary = json.loads(report.read_text())
     assert summary["broker"]["timeouts"] == 0
     assert summary["totals"]["records"] + summary["totals"]["blank_lines"] == expected.count(b"\n")
+
+
+@pytest.mark.slow
+async def test_broker_lost_mid_run_exits_2_and_resume_completes_the_file(
+    tmp_path: Path, topo: Topology, start_worker: StartWorker
+) -> None:
+    source = mixed_input(tmp_path / "in.jsonl", copies=20)
+    expected = local_reference(source, tmp_path / "local.jsonl")
+    await start_worker().wait_ready()
+    proxy = TcpProxy()
+    await proxy.start()
+    out = tmp_path / "broker.jsonl"
+    process = await asyncio.create_subprocess_exec(
+        *WORKER,
+        *argv(source, out, f"--broker={proxy.url}", "--request-queue", topo.request_queue),
+        cwd=REPO,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    deadline = time.monotonic() + DEADLINE
+    while not (out.exists() and out.stat().st_size > 0):
+        assert process.returncode is None and time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    await proxy.stop()  # as a dying broker would: every connection dropped
+    _, err = await asyncio.wait_for(process.communicate(), DEADLINE)
+    assert process.returncode == 2, err
+    message = err.decode().splitlines()[-1]
+    assert message.startswith("rerender: error: lost the connection to the broker")
+    assert message.endswith("re-run with --resume to continue")
+    partial = out.read_bytes()
+    assert partial.endswith(b"\n") and expected.startswith(partial) and partial != expected
+
+    resumed = await asyncio.create_subprocess_exec(
+        *WORKER, *argv(source, out, "--resume", *broker_args(topo)), cwd=REPO
+    )
+    assert await asyncio.wait_for(resumed.wait(), DEADLINE) == 1  # the bad lines
+    assert out.read_bytes() == expected

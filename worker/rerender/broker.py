@@ -193,7 +193,8 @@ class BrokerEngine:
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            await connection.close()
+            with contextlib.suppress(Exception):  # already lost: nothing left to close
+                await connection.close()
 
     async def _feed(
         self,
