@@ -184,7 +184,7 @@ class Worker:
         await self._close()
         return 0
 
-    async def _start(self, warming: "asyncio.Task[None]") -> None:
+    async def _start(self, warming: "asyncio.Task[bool]") -> None:
         connection = aio_pika.RobustConnection(
             connection_url(self.settings.amqp_url),
             client_properties={"connection_name": self.connection_name},
@@ -209,7 +209,8 @@ class Worker:
                 f"{topology.rabbitmq_definitions(self.topology)}; delete or migrate them."
             ) from exc
         self._queue = declared.request_queue
-        await warming
+        if not await warming:
+            self.log.warning("render_helper_unavailable", detail="will retry on the next big job")
         self._consumer_tag = await declared.request_queue.consume(self._on_message)
         self._link_up = True
         self._update_ready()

@@ -12,7 +12,6 @@ Two kinds of job go here (see docs/PERFORMANCE.md, "Event loop and large jobs"):
 """
 
 import asyncio
-import contextlib
 import multiprocessing
 import signal
 from concurrent.futures import ProcessPoolExecutor
@@ -76,10 +75,17 @@ class RenderPool:
             )
         return self._executor
 
-    async def warm_up(self) -> None:
-        """Start the helper now, so the first big job does not pay ~1 s of start-up."""
-        with contextlib.suppress(RenderProcessDied):
+    async def warm_up(self) -> bool:
+        """Start the helper now, so the first big job does not pay ~1 s of start-up.
+
+        False when it could not start; the next offloaded job tries again.
+        """
+        try:
             await self.render(b"{}")
+        except Exception:  # RenderProcessDied, or spawning failed (e.g. out of memory)
+            self.close()
+            return False
+        return True
 
     async def render(self, body: bytes) -> tuple[RenderOutcome, str | None]:
         """The outcome and, for internal errors, the traceback text."""
