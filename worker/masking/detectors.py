@@ -80,15 +80,35 @@ def edits_result(view: TextView, edits: list[tuple[int, int, str]]) -> tuple[str
     return splice(text, edits), len(edits)
 
 
-def _regex_detector(pattern: re.Pattern[str], replacement: str, group: str | int = 0) -> Apply:
-    """Replace `group` of every match of `pattern` (a pattern with a literal prefix)."""
+def _regex_detector(
+    patterns: re.Pattern[str] | tuple[re.Pattern[str], ...],
+    replacement: str,
+    group: str | int = 0,
+    *,
+    word_start: bool = False,
+) -> Apply:
+    """Replace `group` of every match of `patterns`.
+
+    Each pattern starts with a literal, which Python's `re` finds quickly; a leading
+    `\\b` or alternation would make it try every position (measured ~20x slower), so
+    `word_start` checks the word boundary in code instead.
+    """
+    compiled = patterns if isinstance(patterns, tuple) else (patterns,)
 
     def apply(view: TextView) -> tuple[str, int]:
+        text = view.text
         edits = []
-        for match in pattern.finditer(view.text):
-            start, end = match.span(group)
-            if end > start and not view.text.startswith(MASK_PREFIX, start):
-                edits.append((start, end, replacement))
+        for pattern in compiled:
+            for match in pattern.finditer(text):
+                start, end = match.span(group)
+                if (
+                    word_start
+                    and start > 0
+                    and (text[start - 1].isalnum() or text[start - 1] == "_")
+                ):
+                    continue
+                if end > start and not text.startswith(MASK_PREFIX, start):
+                    edits.append((start, end, replacement))
         return edits_result(view, edits)
 
     return apply
@@ -206,12 +226,18 @@ def _docker_auth(view: TextView) -> tuple[str, int]:
 # -- tokens of a known shape ----------------------------------------------------------
 
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
-_GITHUB = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255})\b")
-_SLACK_TOKEN = re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{8,}|\bxapp-[0-9]+-[A-Za-z0-9-]{8,}")
+_GITHUB = (
+    re.compile(r"gh[pousr]_[A-Za-z0-9]{30,255}\b"),
+    re.compile(r"github_pat_[A-Za-z0-9_]{22,255}\b"),
+)
+_SLACK_TOKEN = (
+    re.compile(r"xox[abposre]-[A-Za-z0-9-]{8,}"),
+    re.compile(r"xapp-[0-9]+-[A-Za-z0-9-]{8,}"),
+)
 _SLACK_WEBHOOK = re.compile(
     r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<path>[A-Za-z0-9_/-]{8,})"
 )
-_AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
+_AWS_KEY_ID = (re.compile(r"AKIA[A-Z0-9]{16}\b"), re.compile(r"ASIA[A-Z0-9]{16}\b"))
 _OPENSHIFT_TOKEN = re.compile(r"sha256~[A-Za-z0-9_-]{20,}")
 
 
@@ -386,7 +412,7 @@ BUILTIN: tuple[Detector, ...] = (
             Anchor(p, caseless=False)
             for p in ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")
         ),
-        _regex_detector(_GITHUB, "[MASKED_GITHUB_TOKEN]"),
+        _regex_detector(_GITHUB, "[MASKED_GITHUB_TOKEN]", word_start=True),
     ),
     Detector(
         "slack_token",
@@ -394,7 +420,7 @@ BUILTIN: tuple[Detector, ...] = (
         "[MASKED_SLACK_TOKEN]",
         (Anchor("xox", caseless=False), Anchor("xapp-", caseless=False), Anchor("hooks.slack.com")),
         _chain(
-            _regex_detector(_SLACK_TOKEN, "[MASKED_SLACK_TOKEN]"),
+            _regex_detector(_SLACK_TOKEN, "[MASKED_SLACK_TOKEN]", word_start=True),
             _regex_detector(_SLACK_WEBHOOK, "[MASKED_SLACK_WEBHOOK]", "path"),
         ),
     ),
@@ -403,7 +429,7 @@ BUILTIN: tuple[Detector, ...] = (
         SECRETS,
         "[MASKED_AWS_ACCESS_KEY_ID]",
         (Anchor("AKIA", caseless=False), Anchor("ASIA", caseless=False)),
-        _regex_detector(_AWS_KEY_ID, "[MASKED_AWS_ACCESS_KEY_ID]"),
+        _regex_detector(_AWS_KEY_ID, "[MASKED_AWS_ACCESS_KEY_ID]", word_start=True),
     ),
     Detector(
         "aws_secret_access_key",
