@@ -124,6 +124,8 @@ def test_masking_corpus_secrets_is_idempotent(text: str) -> None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(any_text)
+# Masking the PEM block joins "://password" and "@example.com" into a URL with userinfo.
+@example("x@example.com://password-----BEGIN RSA PRIVATE KEY-----x@example.com")
 def test_the_prefilter_never_hides_a_match(text: str) -> None:
     """The anchors are necessary conditions: running every detector changes nothing more."""
     gated, gated_counts = mask(text)

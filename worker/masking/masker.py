@@ -174,7 +174,12 @@ class Masker:
     def _run(
         self, text: str, hits: Hits | None, counts: dict[str, int], *, ungated: bool = False
     ) -> str:
-        """Mask one text. Raises MaskingFailure naming the detector that failed."""
+        """Mask one text. Raises MaskingFailure naming the detector that failed.
+
+        Detectors run in their fixed order; each runs when its anchor is in the text as
+        it is at its turn (after a change the text is scanned again), so the result is
+        the same as running every detector. Rounds repeat until one changes nothing.
+        """
         for _ in range(_MAX_ROUNDS):
             if ungated:
                 hits = self._all_anchors
@@ -185,16 +190,29 @@ class Masker:
                 return text
             changed = False
             view = self._view(text, hits)
-            for index in selected:
+            position = 0
+            while position < len(selected):
+                index = selected[position]
+                position += 1
                 detector = self.detectors[index]
                 try:
                     masked, count = detector.apply(view)
                 except Exception as exc:
                     raise MaskingFailure(detector.name) from exc
-                if count:
-                    counts[detector.name] = counts.get(detector.name, 0) + count
-                    changed = True
+                if not count:
+                    continue
+                counts[detector.name] = counts.get(detector.name, 0) + count
+                changed = True
+                if ungated:
                     view = TextView(masked)
+                    continue
+                # The masked text may hold another detector's anchor, or no longer
+                # hold one: decide the rest of this round on the new text.
+                hits = self.prefilter.scan([masked]).get(0, {})
+                view = self._view(masked, hits)
+                rest = self._detectors_for(hits) if hits else list(self._always)
+                selected = [i for i in rest if i > index]
+                position = 0
             if not changed:
                 return text
             text = view.text
