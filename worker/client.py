@@ -11,14 +11,20 @@ path and for comparisons in tests; pass one to `schemas.reply.parse_reply` for t
 models. The worker delivers at least once, so a reply can arrive twice; the second copy
 finds no waiting call and is dropped.
 
-A request is only ever sent once by the client. If a reply does not come within the
-timeout, `PromptTimeout` is raised; the job may still be answered later (into a reply
-queue nobody reads once the client is closed).
+The connection is robust. If it drops, the reply queue (same name) and its consumer
+are restored on reconnect and every call still waiting is published again: a reply the
+worker sent while the client was away had nowhere to go. Calls keep waiting through
+the outage, bounded by their timeout. If no reply comes within the timeout,
+`PromptTimeout` is raised; the job may still be answered later, into a reply queue
+nobody reads once the client is closed.
 """
 
 import asyncio
+import os
+import socket
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -26,16 +32,19 @@ import aio_pika
 import orjson
 from aio_pika.abc import (
     AbstractChannel,
-    AbstractConnection,
     AbstractIncomingMessage,
     AbstractQueue,
+    AbstractRobustConnection,
 )
 from aiormq.exceptions import DeliveryError, PublishError
+from yarl import URL
 
 from worker.topology import DEFAULT_REQUEST_QUEUE
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_TIMEOUT = 30.0
+# Reconnect quickly: callers are waiting (aio-pika's default is 5 s between attempts).
+DEFAULT_RECONNECT_INTERVAL = "1"
 
 
 class PromptClientError(Exception):
@@ -66,11 +75,13 @@ class PromptClient:
         self.url = url
         self.request_queue = request_queue
         self.timeout = timeout
-        self._connection: AbstractConnection | None = None
+        self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractChannel | None = None
         self._reply_queue: AbstractQueue | None = None
-        self._pending: dict[str, asyncio.Future[bytes]] = {}
+        self._pending: dict[str, _Call] = {}
+        self._resends: set[asyncio.Task[None]] = set()
         self.unmatched_replies = 0
+        self.resent = 0
 
     async def __aenter__(self) -> "PromptClient":
         await self.open()
@@ -85,21 +96,29 @@ class PromptClient:
         await self.close()
 
     async def open(self) -> None:
-        # A plain connection, not a robust one: the exclusive reply queue dies with it,
-        # so after a reconnect no reply to an earlier call could arrive anyway. Losing
-        # the connection fails the pending calls at once instead.
-        self._connection = await aio_pika.connect(self.url)
-        self._connection.close_callbacks.add(self._on_connection_closed)
+        url = URL(self.url)
+        if "reconnect_interval" not in url.query:
+            url = url.update_query(reconnect_interval=DEFAULT_RECONNECT_INTERVAL)
+        # fail_fast (aio-pika's default): opening fails at once when the broker is down.
+        self._connection = await aio_pika.connect_robust(url)
+        self._connection.reconnect_callbacks.add(self._on_reconnected)
         # on_return_raises: publishing to a request queue that does not exist is an
         # error, not a silent drop.
         self._channel = await self._connection.channel(
             publisher_confirms=True, on_return_raises=True
         )
-        self._reply_queue = await self._channel.declare_queue("", exclusive=True, auto_delete=True)
+        # Named by the client, not by the broker, so the robust connection re-declares
+        # the same queue after a reconnect and requests already out keep their reply_to.
+        name = f"prompt-client.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
+        self._reply_queue = await self._channel.declare_queue(
+            name, exclusive=True, auto_delete=True
+        )
         await self._reply_queue.consume(self._on_reply, no_ack=True)
 
     async def close(self) -> None:
         self._fail_pending(PromptClientError("client closed"))
+        for task in list(self._resends):
+            task.cancel()
         if self._connection is not None:
             await self._connection.close()
             self._connection = None
@@ -110,21 +129,55 @@ class PromptClient:
             raise PromptClientError("client is not open")
         return self._reply_queue.name
 
-    def _on_connection_closed(self, _: Any, exc: BaseException | None = None) -> None:
-        self._fail_pending(PromptClientError(f"connection to the broker lost: {exc!r}"))
+    def _on_reconnected(self, *_: Any) -> None:
+        for correlation_id, call in list(self._pending.items()):
+            task = asyncio.ensure_future(self._resend(correlation_id, call))
+            self._resends.add(task)
+            task.add_done_callback(self._resends.discard)
+
+    async def _resend(self, correlation_id: str, call: "_Call") -> None:
+        try:
+            await self._publish(call.body, correlation_id)
+            self.resent += 1
+        except Exception as exc:
+            if not call.future.done():
+                call.future.set_exception(
+                    PromptClientError(f"could not re-send job {call.job_id!r}: {exc!r}")
+                )
 
     def _fail_pending(self, error: Exception) -> None:
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(error)
+        for call in self._pending.values():
+            if not call.future.done():
+                call.future.set_exception(error)
         self._pending.clear()
 
     async def _on_reply(self, message: AbstractIncomingMessage) -> None:
-        future = self._pending.pop(message.correlation_id or "", None)
-        if future is None or future.done():
+        call = self._pending.pop(message.correlation_id or "", None)
+        if call is None or call.future.done():
             self.unmatched_replies += 1
             return
-        future.set_result(message.body)
+        call.future.set_result(message.body)
+
+    async def _publish(self, body: bytes, correlation_id: str) -> None:
+        assert self._channel is not None and self._reply_queue is not None
+        try:
+            await self._channel.default_exchange.publish(
+                aio_pika.Message(
+                    body,
+                    content_type="application/json",
+                    correlation_id=correlation_id,
+                    reply_to=self._reply_queue.name,
+                    delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                ),
+                routing_key=self.request_queue,
+                mandatory=True,
+            )
+        except PublishError as exc:
+            raise PromptClientError(f"request queue {self.request_queue!r} does not exist") from exc
+        except DeliveryError as exc:
+            raise PromptClientError(
+                f"the broker refused the job (request queue {self.request_queue!r} full?)"
+            ) from exc
 
     async def build(
         self,
@@ -170,33 +223,33 @@ class PromptClient:
         correlation_id = correlation_id or uuid.uuid4().hex
         if correlation_id in self._pending:
             raise PromptClientError(f"correlation id {correlation_id!r} is already waiting")
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._pending[correlation_id] = future
+        call = _Call(body, job_id, asyncio.get_running_loop().create_future())
+        self._pending[correlation_id] = call
         wait = self.timeout if timeout is None else timeout
         try:
-            try:
-                await self._channel.default_exchange.publish(
-                    aio_pika.Message(
-                        body,
-                        content_type="application/json",
-                        correlation_id=correlation_id,
-                        reply_to=self._reply_queue.name,
-                        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-                    ),
-                    routing_key=self.request_queue,
-                    mandatory=True,
-                )
-            except PublishError as exc:
-                raise PromptClientError(
-                    f"request queue {self.request_queue!r} does not exist"
-                ) from exc
-            except DeliveryError as exc:
-                raise PromptClientError(
-                    f"the broker refused the job (request queue {self.request_queue!r} full?)"
-                ) from exc
-            try:
-                return await asyncio.wait_for(asyncio.shield(future), wait)
-            except TimeoutError:
-                raise PromptTimeout(job_id, correlation_id, wait, self.request_queue) from None
+            async with asyncio.timeout(wait):
+                try:
+                    await self._publish(body, correlation_id)
+                except PromptClientError:
+                    raise
+                except Exception:
+                    # The connection dropped under the publish: whether the broker got
+                    # the job is unknown, so the reconnect re-sends it (duplicates are
+                    # dropped here by correlation id).
+                    if self._connection is None or self._connection.is_closed:
+                        raise
+                return await asyncio.shield(call.future)
+        except TimeoutError:
+            raise PromptTimeout(job_id, correlation_id, wait, self.request_queue) from None
         finally:
             self._pending.pop(correlation_id, None)
+
+
+@dataclass(slots=True)
+class _Call:
+    """A call waiting for its reply: what to re-send after a reconnect, and where to
+    deliver the reply."""
+
+    body: bytes
+    job_id: str | None
+    future: "asyncio.Future[bytes]"

@@ -20,6 +20,7 @@ from tests.integration.helpers import (
     wait_for,
 )
 from worker.client import PromptClient
+from worker.topology import Topology
 
 pytestmark = pytest.mark.broker
 
@@ -231,3 +232,23 @@ async def test_sigterm_while_the_broker_is_unreachable_exits_0(start_worker: Sta
     await worker.wait_alive()
     worker.signal(signal.SIGTERM)
     assert await worker.wait_exit() == 0
+
+
+async def test_the_client_rides_out_its_own_connection_loss(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    worker = start_worker()
+    await worker.wait_ready()
+    proxy = TcpProxy()
+    await proxy.start()
+    try:
+        async with PromptClient(proxy.url, request_queue=topo.request_queue) as client:
+            ids, calls = start_calls(client, 1000, "client-drop", timeout=120)
+            await at_least(calls, 50)
+            await proxy.stop()  # replies sent now find no reply queue
+            await asyncio.sleep(1.5)
+            await proxy.start()
+            await all_answered(ids, calls)
+            assert client.resent > 0
+    finally:
+        await proxy.stop()
