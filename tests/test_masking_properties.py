@@ -15,6 +15,7 @@ from worker.masking.masker import REDACTION_NOTICE, Masker
 CONFIG = MaskingConfig(groups=["secrets", "pii"])
 MASKER = Masker(CONFIG, engine="python")
 ENGINES = ["python"] + (["hyperscan"] if prefilter.HYPERSCAN_AVAILABLE else [])
+MASKERS = {engine: Masker(CONFIG, engine=engine) for engine in ENGINES}
 
 # Pieces of the syntax the detectors key on, so generated text often comes close to a
 # secret (and to the masks themselves) instead of being random noise.
@@ -87,6 +88,7 @@ FRAGMENTS = [
     "\t",
     "|",
     "#",
+    "\x00",  # the prefilter's separator between the texts of a job
 ]
 
 fragment_text = st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join)
@@ -138,7 +140,7 @@ def test_the_prefilter_never_hides_a_match(text: str) -> None:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts=st.lists(any_text, max_size=6))
 def test_prefilter_engines_find_what_plain_python_finds(engine: str, texts: list[str]) -> None:
-    masker = Masker(CONFIG, engine=engine)
+    masker = MASKERS[engine]
     anchors: dict[tuple[str, bool, str | None], None] = {}
     for detector in masker.detectors:
         for anchor in detector.anchors:
@@ -161,8 +163,7 @@ def test_prefilter_engines_find_what_plain_python_finds(engine: str, texts: list
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(any_text)
 def test_hyperscan_and_python_engines_mask_alike(text: str) -> None:
-    fast = Masker(CONFIG, engine="hyperscan")
-    assert mask(text, fast) == mask(text)
+    assert mask(text, MASKERS["hyperscan"]) == mask(text)
 
 
 @pytest.mark.parametrize("case", BENIGN_CASES, ids=lambda c: c["id"])

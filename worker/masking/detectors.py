@@ -35,7 +35,9 @@ class Anchor:
     Ops text mentions "token" and "secret" all the time; a pattern such as "a key
     holding `token` followed by `:` or `=`" lets the prefilter discard those mentions
     in the same pass, so the detector only runs where a match is plausible. Patterns
-    use the syntax Python's `re` and Hyperscan share (no look-around, no back-refs).
+    use the syntax Python's `re` and Hyperscan share (no look-around, no back-refs),
+    and never match a NUL: the prefilter joins a job's texts with NUL separators, and
+    a match across two texts would be credited to the wrong one.
     """
 
     literal: str
@@ -285,7 +287,7 @@ def _authorization(view: TextView) -> tuple[str, int]:
 # -- credentials in URLs --------------------------------------------------------------
 
 _URL_USERINFO = re.compile(
-    r"(?P<user>[^\s/?#@:\"'<>\\]*)(?::(?P<password>[^\s/?#\"'<>\\]+))?@"
+    r"(?P<user>[^\s/?#@:\"'<>\\\x00]*)(?::(?P<password>[^\s/?#\"'<>\\\x00]+))?@"
     r"(?=[A-Za-z0-9\[])"
 )
 _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
@@ -482,7 +484,7 @@ BUILTIN: tuple[Detector, ...] = (
         "url_credentials",
         SECRETS,
         "[MASKED_PASSWORD]",
-        (Anchor("://", pattern=r"://[^\s/?#\"'<>\\]*@"),),
+        (Anchor("://", pattern=r"://[^\s/?#\"'<>\\\x00]*@"),),
         _url_credentials,
     ),
     Detector("email", PII, "[MASKED_EMAIL]", (Anchor("@"),), _email),
