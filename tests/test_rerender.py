@@ -411,3 +411,13 @@ def test_broker_url_must_be_an_amqp_url(tmp_path: Path, capsys: pytest.CaptureFi
         main(["rerender", "--broker", str(source), "--out", str(tmp_path / "o")])
     assert exit_info.value.code == 2
     assert "put INPUT before --broker" in capsys.readouterr().err
+
+
+def test_a_bare_broker_flag_takes_the_url_from_the_environment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROMPT_WORKER_AMQP_URL", "amqp://guest:secret@127.0.0.1:1/")
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:1])
+    out = str(tmp_path / "o")
+    assert main(["rerender", str(source), "--out", out, "--broker", "--progress", "off"]) == 2
+    assert "cannot reach the broker at amqp://guest:***@127.0.0.1:1/" in capsys.readouterr().err

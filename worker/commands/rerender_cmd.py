@@ -68,6 +68,8 @@ def _seconds(text: str) -> float:
 
 
 def _amqp_url(text: str) -> str:
+    if not text:
+        return text  # a bare --broker (argparse passes its const through here too)
     parts = urlsplit(text)
     if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
         raise argparse.ArgumentTypeError(
