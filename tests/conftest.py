@@ -16,6 +16,16 @@ CONFORMANCE = TESTS / "conformance"
 BENCH_JOBS = TESTS / "bench_jobs"
 # Reference material beside the repository; absent on a plain clone outside the workspace.
 SHARED = REPO.parent / "shared"
+SEED_000_KINDS = frozenset(
+    {
+        "react",
+        "native_thinking",
+        "synthesis",
+        "forced_conclusion",
+        "mcp_summarization",
+        "executive_summary",
+    }
+)
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.conformance_helpers import assert_same_messages
-from tests.conftest import BENCH_JOBS, CONFORMANCE, SHARED, read_jsonl
+from tests.conftest import BENCH_JOBS, CONFORMANCE, SEED_000_KINDS, SHARED, read_jsonl
 from worker.render import Renderer
 
 CASES = list(read_jsonl(CONFORMANCE / "cases.jsonl"))
@@ -15,14 +15,7 @@ CASES = list(read_jsonl(CONFORMANCE / "cases.jsonl"))
 
 def test_the_suite_has_every_seed_000_kind() -> None:
     kinds = {case["job"]["kind"] for case in CASES}
-    assert kinds == {
-        "react",
-        "native_thinking",
-        "synthesis",
-        "forced_conclusion",
-        "mcp_summarization",
-        "executive_summary",
-    }
+    assert kinds == SEED_000_KINDS
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["job"]["job_id"] for c in CASES])

@@ -7,6 +7,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from schemas.job import KIND_ALIASES, Kind
 from worker.commands.render_cmd import iter_jobs
 from worker.render import Renderer
 
@@ -24,15 +25,8 @@ json_values = st.recursive(
     max_leaves=20,
 )
 
-KINDS = [
-    "react",
-    "native_thinking",
-    "synthesis",
-    "forced_conclusion",
-    "mcp_summarization",
-    "executive_summary",
-    "native-thinking",
-]
+# Every kind of every family, plus TARSy's spellings.
+KINDS = [kind.value for kind in Kind] + list(KIND_ALIASES)
 
 # Job-shaped values reach deeper than arbitrary JSON does: known keys with arbitrary values.
 job_like = st.fixed_dictionaries(
@@ -83,6 +77,33 @@ job_like = st.fixed_dictionaries(
             {"max_summary_tokens": json_values}, optional={"result_text": json_values}
         ),
         "executive_summary": st.fixed_dictionaries({}, optional={"final_analysis": json_values}),
+        "legacy": st.fixed_dictionaries(
+            {"alert_data": st.dictionaries(st.text(max_size=8), json_values, max_size=4)},
+            optional={
+                "tools": json_values,
+                "react_history": json_values,
+                "iteration_history": json_values,
+                "runbook_content": json_values,
+            },
+        ),
+        "skill_react": st.fixed_dictionaries(
+            {
+                "skill": st.fixed_dictionaries(
+                    {"name": st.text(max_size=5)}, optional={"content": json_values}
+                )
+            },
+            optional={
+                "tools": json_values,
+                "allowed_tools": json_values,
+                "available_files": json_values,
+            },
+        ),
+        "skill_error_observation": st.dictionaries(
+            st.sampled_from(["tool_name", "error", "retry_count"]), json_values
+        ),
+        "system_prompt": st.dictionaries(
+            st.sampled_from(["mode", "context_tokens", "tier", "goal", "skills"]), json_values
+        ),
     },
 )
 

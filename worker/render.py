@@ -148,6 +148,20 @@ def error_reply(
     )
 
 
+def invalid_job(
+    details: list[dict[str, str]], job_id: str | None, kind: str | None, request_bytes: int
+) -> RenderOutcome:
+    count = len(details)
+    return error_reply(
+        ErrorCode.INVALID_JOB,
+        f"job failed validation ({count} problem{'' if count == 1 else 's'})",
+        job_id=job_id,
+        kind=kind,
+        details=details,
+        request_bytes=request_bytes,
+    )
+
+
 class Renderer:
     """Turns job bodies into reply bodies. Build once; thread-safe; no I/O."""
 
@@ -196,25 +210,10 @@ class Renderer:
             job = self._validate(data)
         except ValidationError as exc:
             job_id, kind = _peek_identity(data)
-            details = validation_details(exc)
-            return error_reply(
-                ErrorCode.INVALID_JOB,
-                f"job failed validation ({len(details)} problem{'s' if len(details) != 1 else ''})",
-                job_id=job_id,
-                kind=kind,
-                details=details,
-                request_bytes=size,
-            )
+            return invalid_job(validation_details(exc), job_id, kind, size)
         problems = kind_rule_violations(job)
         if problems:
-            return error_reply(
-                ErrorCode.INVALID_JOB,
-                f"job failed validation ({len(problems)} problem{'s' if len(problems) != 1 else ''})",
-                job_id=job.job_id,
-                kind=job.kind.value,
-                details=problems,
-                request_bytes=size,
-            )
+            return invalid_job(problems, job.job_id, job.kind.value, size)
         return job
 
     @staticmethod

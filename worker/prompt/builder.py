@@ -86,33 +86,36 @@ def build_synthesis_user_message(job: Job) -> str:
     )
 
 
-def build_react_messages(job: Job, ctx: RenderContext) -> Messages:
+def _composed_instructions(job: Job, ctx: RenderContext) -> str:
+    """Investigation or chat composition, by whether the job is a chat follow-up."""
     stage = job.stage
     compose = (
         compose_chat_instructions if job.chat is not None else compose_investigation_instructions
     )
-    composed = compose(ctx.registry, stage.mcp_servers, stage.custom_instructions)
-    system = f"{composed}\n\n{REACT_FORMAT_INSTRUCTIONS}\n\n{FOCUS_LINE}"
+    return compose(ctx.registry, stage.mcp_servers, stage.custom_instructions)
+
+
+def _user_message(job: Job, with_tools: bool) -> str:
     if job.chat is not None:
-        user = build_chat_user_message(job.chat, investigation_context(job.chat), job.tools)
-    else:
-        user = build_investigation_user_message(job, with_tools=True)
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        tools = job.tools if with_tools else ()
+        return build_chat_user_message(job.chat, investigation_context(job.chat), tools)
+    return build_investigation_user_message(job, with_tools)
+
+
+def build_react_messages(job: Job, ctx: RenderContext) -> Messages:
+    system = f"{_composed_instructions(job, ctx)}\n\n{REACT_FORMAT_INSTRUCTIONS}\n\n{FOCUS_LINE}"
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": _user_message(job, with_tools=True)},
+    ]
 
 
 def build_native_thinking_messages(job: Job, ctx: RenderContext) -> Messages:
     # No format instructions and no tool text: tools travel as native function declarations.
-    stage = job.stage
-    compose = (
-        compose_chat_instructions if job.chat is not None else compose_investigation_instructions
-    )
-    composed = compose(ctx.registry, stage.mcp_servers, stage.custom_instructions)
-    system = f"{composed}\n\n{FOCUS_LINE}"
-    if job.chat is not None:
-        user = build_chat_user_message(job.chat, investigation_context(job.chat), ())
-    else:
-        user = build_investigation_user_message(job, with_tools=False)
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    return [
+        {"role": "system", "content": f"{_composed_instructions(job, ctx)}\n\n{FOCUS_LINE}"},
+        {"role": "user", "content": _user_message(job, with_tools=False)},
+    ]
 
 
 def build_synthesis_messages(job: Job, ctx: RenderContext) -> Messages:
