@@ -254,7 +254,8 @@ class BrokerEngine:
 
     async def _publish_once(self, seq: int, pending: _Pending) -> None:
         line = pending.line
-        assert line is not None and line.body is not None
+        if pending.done or line is None or line.body is None:
+            return  # answered between the retry's scheduling and now
         pending.attempts += 1
         pending.deadline = None
         correlation_id = f"{self._token}.{seq}"
@@ -278,8 +279,6 @@ class BrokerEngine:
                 mandatory=True,
                 timeout=self.timeout,
             )
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:  # nack, unroutable, timeout: this attempt is lost
             pending.last_failure = f"publish failed: {exc or type(exc).__name__}"
             pending.deadline = loop.time()
