@@ -118,6 +118,6 @@ def print_summary(report: dict[str, Any], stream: TextIO) -> None:
     elif drift[CHANGED]:
         lines.append("  diffs: none written (--diff-limit 0)")
     for sample in report["bad_lines"][:5]:
-        lines.append(f"  {sample['reason']}")
+        lines.append(f"  bad input line {sample['line']}: {sample['reason']}")
     stream.write("\n".join(lines) + "\n")
     stream.flush()
