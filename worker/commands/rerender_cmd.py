@@ -16,6 +16,7 @@ See docs/RERENDER.md.
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from worker.commands.common import add_config_argument, load_config_or_exit
@@ -37,24 +38,17 @@ AMQP_URL_ENV = "PROMPT_WORKER_AMQP_URL"
 REQUEST_QUEUE_ENV = "PROMPT_WORKER_REQUEST_QUEUE"
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _int_at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
 
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+    return parse
 
 
 def _seconds(text: str) -> float:
@@ -111,7 +105,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     local = parser.add_argument_group("local engine")
     local.add_argument(
         "--workers",
-        type=_positive_int,
+        type=_int_at_least(1),
         default=None,
         metavar="N",
         help=f"render processes (default: the usable cores, here {default_workers()})",
@@ -126,7 +120,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     )
     broker.add_argument(
         "--window",
-        type=_positive_int,
+        type=_int_at_least(1),
         default=None,
         metavar="N",
         help="input lines in flight between the writer and the newest job (default 256)",
@@ -149,7 +143,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     diffs = report.add_mutually_exclusive_group()
     diffs.add_argument(
         "--diff-limit",
-        type=_count,
+        type=_int_at_least(0),
         default=DEFAULT_DIFF_LIMIT,
         metavar="N",
         help=f"diffs of the first N changed jobs (default {DEFAULT_DIFF_LIMIT})",
