@@ -1,3 +1,5 @@
 from worker.cli import main
 
-raise SystemExit(main())
+# Guarded so that a `spawn`ed process importing this module does not run the CLI.
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -30,8 +30,9 @@ log = structlog.get_logger(__name__)
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _SEPARATOR = "\0"
 
-try:  # optional accelerator
-    import hyperscan as _hs  # type: ignore[import-not-found, unused-ignore]
+_hs: Any
+try:  # optional accelerator: a dependency on x86-64, absent elsewhere
+    import hyperscan as _hs  # type: ignore[import-not-found, no-redef, unused-ignore]
 except ImportError:  # pragma: no cover - depends on the environment
     _hs = None
 
