@@ -332,7 +332,7 @@ class Worker:
         reply = aio_pika.Message(
             outcome.body,
             content_type="application/json",
-            correlation_id=message.correlation_id or outcome.job_id,
+            correlation_id=message.correlation_id or outcome.job_id or message.message_id,
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
         )
         assert self._channel is not None

@@ -8,6 +8,7 @@ Payload text (alert data, runbooks, histories) can hold secrets: nothing in the 
 logs it except at debug level, where `payload_logging_enabled()` says so.
 """
 
+import contextlib
 import logging
 import sys
 import traceback
@@ -37,6 +38,33 @@ def _drop_color_message(_: WrappedLogger, __: str, event: EventDict) -> EventDic
     return event
 
 
+class _LossyStream:
+    """A log stream that drops lines it cannot write instead of raising.
+
+    Logging must never stop the worker: if stderr goes away (a closed pipe, a dead log
+    collector), jobs keep being served and a signal still stops the worker cleanly.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError):  # broken pipe, EIO, closed file
+            return 0
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._stream.flush()
+
+    def isatty(self) -> bool:
+        try:
+            return self._stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+
 def resolve_format(fmt: str | None, stream: TextIO) -> str:
     if fmt in ("json", "console"):
         return fmt
@@ -52,7 +80,8 @@ def configure_logging(
     `fmt` is "json", "console" or None (console on a terminal, else JSON); `stream`
     defaults to stderr.
     """
-    out = stream if stream is not None else sys.stderr
+    target = stream if stream is not None else sys.stderr
+    out = cast(TextIO, _LossyStream(target))
     numeric = _LEVELS.get(level, logging.INFO)
     _state["payloads"] = numeric <= logging.DEBUG
     shared: list[Processor] = [
@@ -61,8 +90,8 @@ def configure_logging(
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     renderer: Processor
-    if resolve_format(fmt, out) == "console":
-        renderer = structlog.dev.ConsoleRenderer(colors=getattr(out, "isatty", lambda: False)())
+    if resolve_format(fmt, target) == "console":
+        renderer = structlog.dev.ConsoleRenderer(colors=out.isatty())
         exc_processors: list[Processor] = []
     else:
         renderer = structlog.processors.JSONRenderer(serializer=_orjson_text)

@@ -31,7 +31,9 @@ def _init_helper(config: WorkerConfig, max_message_bytes: int, trace_messages: b
     # not kill renders the worker is still waiting for.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    die_with_parent()
+    # SIGKILL, as SIGTERM is ignored: a helper whose worker died has nothing to finish.
+    parent = multiprocessing.parent_process()
+    die_with_parent(signal.SIGKILL, parent.pid if parent is not None else None)
     global _renderer, _trace_messages
     _trace_messages = trace_messages
     _renderer = Renderer(config, max_message_bytes=max_message_bytes)

@@ -13,6 +13,7 @@ Process i serves HTTP on `http_port + i`, so each keeps its own /readyz and /met
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -32,11 +33,13 @@ _HEALTHY_AFTER = 10.0
 _MAX_BACKOFF = 30.0
 
 
-def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> None:
+def die_with_parent(sig: signal.Signals = signal.SIGTERM, parent: int | None = None) -> None:
     """Have Linux send `sig` to this process when its parent dies (no-op elsewhere).
 
-    Without it, a supervisor killed with SIGKILL would leave its workers orphaned and
-    still consuming.
+    Without it, a supervisor or worker killed with SIGKILL would leave its children
+    orphaned: workers still consuming, render helpers idling forever. `parent` is the
+    pid the caller expects as its parent; if that one is already gone, the signal
+    would never come, so the process exits at once.
     """
     if not sys.platform.startswith("linux"):
         return
@@ -44,7 +47,9 @@ def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     except (OSError, AttributeError):
-        pass
+        return
+    if parent is not None and os.getppid() != parent:
+        os._exit(0)
 
 
 @dataclass
@@ -81,7 +86,7 @@ class Supervisor:
             # Own session: a Ctrl-C on the terminal reaches only the supervisor, which
             # forwards one SIGTERM (two signals would mean "exit at once" to a worker).
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=functools.partial(die_with_parent, signal.SIGTERM, os.getpid()),
         )
         slot.started = time.monotonic()
         slot.restart_at = None

@@ -155,6 +155,23 @@ class WorkerProcess:
         return await self.readyz(port) == 200
 
 
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
 async def wait_for(
     condition: Callable[[], Awaitable[bool]], within: float, what: str, interval: float = 0.05
 ) -> None:

@@ -19,6 +19,8 @@ from tests.integration.helpers import (
     BASE_CASE,
     StartWorker,
     a_job,
+    alive,
+    children,
     drain,
     wait_for,
 )
@@ -244,18 +246,6 @@ async def test_big_jobs_render_in_the_helper_process_while_small_ones_flow(
 # -- scale-out -------------------------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-    return Path(f"/proc/{pid}").exists()
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except FileNotFoundError:
-        return []
-    return [int(p) for p in text.split()]
-
-
 @pytest.mark.slow
 async def test_processes_compete_are_restarted_and_stop_together(
     start_worker: StartWorker, client: PromptClient
@@ -264,7 +254,7 @@ async def test_processes_compete_are_restarted_and_stop_together(
     ports = (supervisor.http_port, supervisor.http_port + 1)
     for port in ports:
         await supervisor.wait_ready(port=port)
-    first = _children(supervisor.pid)
+    first = children(supervisor.pid)
     assert len(first) == 2
 
     ids = [f"scale-{i}" for i in range(600)]
@@ -274,10 +264,12 @@ async def test_processes_compete_are_restarted_and_stop_together(
     assert served_by == set(first), "both processes should take jobs from the queue"
 
     victim = first[0]
+    victim_helpers = children(victim)
+    assert victim_helpers, "each worker process has its render helper"
     os.kill(victim, signal.SIGKILL)
 
     async def replaced() -> bool:
-        now = _children(supervisor.pid)
+        now = children(supervisor.pid)
         return len(now) == 2 and victim not in now
 
     await wait_for(replaced, 60, "the killed worker to be replaced")
@@ -285,14 +277,15 @@ async def test_processes_compete_are_restarted_and_stop_together(
         await supervisor.wait_ready(port=port)
     assert (await client.build(a_job("after-restart"), timeout=60))["status"] == "ok"
 
-    survivors = _children(supervisor.pid)
+    survivors = children(supervisor.pid)
+    survivors += [helper for pid in survivors for helper in children(pid)] + victim_helpers
     supervisor.signal(signal.SIGTERM)
     assert await supervisor.wait_exit() == 0
 
     async def all_gone() -> bool:
-        return not any(_alive(pid) for pid in survivors)
+        return not any(alive(pid) for pid in survivors)
 
-    await wait_for(all_gone, 30, "the workers to exit with their supervisor")
+    await wait_for(all_gone, 30, "workers and render helpers to exit with their supervisor")
 
 
 # -- client -----------------------------------------------------------------------------

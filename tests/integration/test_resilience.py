@@ -16,6 +16,8 @@ from tests.integration.helpers import (
     TcpProxy,
     WorkerProcess,
     a_job,
+    alive,
+    children,
     close_connections_of,
     wait_for,
 )
@@ -62,6 +64,8 @@ async def test_sigkill_with_2000_jobs_in_flight_then_restart_answers_every_job(
     ids, calls = start_calls(client, 2000, "kill")
     await at_least(calls, 100)
 
+    helpers = children(worker.pid)
+    assert helpers, "the worker should have started its render helper"
     worker.kill()
     before = answered(calls)
     assert before < len(ids), "every job was answered before the kill: nothing tested"
@@ -71,6 +75,12 @@ async def test_sigkill_with_2000_jobs_in_flight_then_restart_answers_every_job(
     # The jobs the killed worker held unacknowledged came back to the new one.
     attempts = [e["attempt"] for e in job_lines(restarted.log_events())]
     assert any(a >= 1 for a in attempts)
+
+    # The killed worker's render helper did not outlive it.
+    async def helpers_gone() -> bool:
+        return not any(alive(pid) for pid in helpers)
+
+    await wait_for(helpers_gone, 30, "the render helper to die with its worker")
 
 
 async def test_sigterm_finishes_in_flight_jobs_and_exits_0(

@@ -68,8 +68,8 @@ async def serve(settings: Settings, config: WorkerConfig) -> int:
         nonlocal signals
         signals += 1
         if signals == 1:
-            log.info("signal_received", signal=sig.name, action="finishing in-flight jobs")
             worker.request_stop()
+            log.info("signal_received", signal=sig.name, action="finishing in-flight jobs")
         else:
             # Unacknowledged jobs go back to the queue when the connection drops.
             log.warning("signal_received", signal=sig.name, action="exiting now")
