@@ -157,3 +157,17 @@ def test_an_unknown_kind_is_not_echoed_into_logs() -> None:
     assert line["kind"] == "unknown"
     assert line["code"] == "invalid_job"
     assert CANARY not in stream.getvalue()
+
+
+class _BrokenPipe(io.StringIO):
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_log_stream_never_stops_the_worker() -> None:
+    configure_logging("info", "json", _BrokenPipe())
+    get_logger().info("lost")  # must not raise
+    logging.getLogger("aiormq.connection").error("lost too")

@@ -72,6 +72,16 @@ async def test_a_conflicting_existing_queue_is_a_clear_exit_2(
     assert "PRECONDITION_FAILED" in conflict["error"]
 
 
+async def test_a_supervisor_whose_workers_hit_a_conflict_exits_2(
+    start_worker: StartWorker, topo: Topology, channel: AbstractChannel
+) -> None:
+    await channel.declare_queue(topo.request_queue, durable=True)  # classic, no arguments
+    supervisor = start_worker("--processes", "2")
+    # Not restarted in a loop: a configuration error would only repeat.
+    assert await supervisor.wait_exit() == 2
+    assert any(e.get("event") == "worker_config_error" for e in supervisor.log_events())
+
+
 # -- probes and metrics --------------------------------------------------------------
 
 
