@@ -7,6 +7,19 @@ error. Nothing is settled before the reply is confirmed, so a worker or broker d
 any point means the request is delivered again, never lost; replies can therefore be
 duplicated and consumers of replies deduplicate by correlation id / job id.
 
+When the reply cannot be delivered:
+
+* `reply_to` names a queue that no longer exists (the RPC client timed out or exited):
+  replies are published `mandatory` on a channel with `on_return_raises`, so the broker's
+  return is seen; the job is settled as if answered (and the return logged), because
+  no retry could ever reach that client and requeueing would loop to the delivery
+  limit for nothing;
+* the default reply queue is missing (deleted under a running worker): the job is
+  dead-lettered rather than answered into the void;
+* the broker refuses the reply (nack, e.g. a full reply queue): the job is requeued
+  after a short pause;
+* the connection or channel fails: the job is left unacknowledged and comes back.
+
 The job code (`worker.render`) never sees the transport; this module never looks
 inside a job beyond the facts `RenderOutcome` hands it.
 """
