@@ -151,8 +151,8 @@ async def test_dry_run_lists_and_moves_nothing(
     assert [letter.size for letter in letters] == [len(body) for body in bodies]
     assert {letter.reason for letter in letters} == {"rejected"}
     assert {letter.queue for letter in letters} == {topo.request_queue}
-    assert await queue_depth(channel, topo.dead_letter_queue) == 3
-    assert await queue_depth(channel, topo.request_queue) == 0
+    await wait_until_depth(channel, topo.dead_letter_queue, 3)
+    await wait_until_depth(channel, topo.request_queue, 0)
 
 
 @needs_broker
@@ -165,7 +165,7 @@ async def test_replay_moves_every_job_unchanged(
     result = await replay_dead(AMQP_URL, topo.dead_letter_queue, topo.request_queue)
 
     assert (result.replayed, result.error) == (3, None)
-    assert await queue_depth(channel, topo.dead_letter_queue) == 0
+    await wait_until_depth(channel, topo.dead_letter_queue, 0)
     replayed = await take_all(channel, topo.request_queue)
     assert [m.body for m in replayed] == bodies
     for i, message in enumerate(replayed):
@@ -195,13 +195,13 @@ async def test_limit_and_kind_filter(channel: AbstractChannel, topo: topology.To
     rest = await replay_dead(AMQP_URL, topo.dead_letter_queue, topo.request_queue, kind="synthesis")
     assert [letter.job_id for a, letter in rest.letters if a == "replayed"] == ["c-3"]
     assert rest.skipped == 3
-    assert await queue_depth(channel, topo.dead_letter_queue) == 3
+    await wait_until_depth(channel, topo.dead_letter_queue, 3)
     moved = await take_all(channel, topo.request_queue)
     assert [orjson.loads(m.body)["job_id"] for m in moved] == ["c-1", "c-3"]
 
     limited = await replay_dead(AMQP_URL, topo.dead_letter_queue, topo.request_queue, limit=2)
     assert limited.replayed == 2
-    assert await queue_depth(channel, topo.dead_letter_queue) == 1
+    await wait_until_depth(channel, topo.dead_letter_queue, 1)
 
 
 @needs_broker
@@ -219,8 +219,8 @@ async def test_a_refused_publish_keeps_the_dead_copy(
         assert result.replayed == 1
         assert result.error is not None and "d-1" in result.error
         # Nothing lost: one moved, the refused one and the untouched one still dead.
-        assert await queue_depth(channel, full) == 1
-        assert await queue_depth(channel, topo.dead_letter_queue) == 2
+        await wait_until_depth(channel, full, 1)
+        await wait_until_depth(channel, topo.dead_letter_queue, 2)
     finally:
         await channel.queue_delete(full)
 
@@ -288,7 +288,7 @@ async def test_command_uses_serve_settings_and_prints_no_payload(
     out, err = capsys.readouterr()
     assert out.splitlines()[0].startswith("ACTION\tJOB_ID")
     assert "1 replayed" in err and "1 of other kinds left in place" in err
-    assert await queue_depth(channel, topo.dead_letter_queue) == 1
+    await wait_until_depth(channel, topo.dead_letter_queue, 1)
 
 
 @needs_broker
