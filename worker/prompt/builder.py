@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 from schemas.job import Chat, Job, Kind, Stage, Strategy
 from worker.config import WorkerConfig
-from worker.context.investigation_formatter import format_investigation_context
+from worker.context.investigation_formatter import investigation_context_parts
 from worker.context.stage_formatter import format_stage_context
 from worker.family import BuildResult, Family, Messages, RenderContext, template_version
 from worker.prompt.chat import build_chat_user_message
@@ -50,10 +50,11 @@ def previous_stage_context(stage: Stage) -> str:
     return ""
 
 
-def investigation_context(chat: Chat) -> str:
+def investigation_context(chat: Chat) -> list[str]:
+    """The chat's investigation context as pieces: pre-formatted, or from its events."""
     if chat.investigation_events is not None:
-        return format_investigation_context(chat.investigation_events)
-    return chat.investigation_context or ""
+        return investigation_context_parts(chat.investigation_events)
+    return [chat.investigation_context or ""]
 
 
 def _context_sections(job: Job, alert_type: str) -> str:

@@ -15,9 +15,9 @@ _HISTORY_HEADINGS = {
 }
 
 
-def format_chat_history(exchanges: Sequence[ChatExchange]) -> str:
+def chat_history_parts(exchanges: Sequence[ChatExchange]) -> list[str]:
     if not exchanges:
-        return ""
+        return []
     count = len(exchanges)
     parts = [
         f"\n{SEPARATOR}\n💬 CHAT HISTORY ({count} previous exchange{'' if count == 1 else 's'})\n"
@@ -28,8 +28,14 @@ def format_chat_history(exchanges: Sequence[ChatExchange]) -> str:
         for message in exchange.messages:
             heading = _HISTORY_HEADINGS.get(message.role)
             if heading is not None:
-                parts.append(f"{heading}{message.content}\n\n")
-    return "".join(parts)
+                parts.append(heading)
+                parts.append(message.content)
+                parts.append("\n\n")
+    return parts
+
+
+def format_chat_history(exchanges: Sequence[ChatExchange]) -> str:
+    return "".join(chat_history_parts(exchanges))
 
 
 def format_current_task(user_question: str) -> str:
@@ -45,9 +51,17 @@ def format_current_task(user_question: str) -> str:
     )
 
 
-def build_chat_user_message(chat: Chat, investigation_context: str, tools: Sequence[Tool]) -> str:
-    """Tools (ReAct only) + investigation context + history + the current question."""
-    message = available_tools_preamble(tools) + investigation_context
+def build_chat_user_message(
+    chat: Chat, investigation_context: Sequence[str], tools: Sequence[Tool]
+) -> str:
+    """Tools (ReAct only) + investigation context + history + the current question.
+
+    `investigation_context` is the context's pieces; everything is joined once (see
+    `investigation_context_parts` for why).
+    """
+    parts = [available_tools_preamble(tools), *investigation_context]
     if chat.history:
-        message += "\n" + format_chat_history(chat.history)
-    return message + format_current_task(chat.user_question)
+        parts.append("\n")
+        parts.extend(chat_history_parts(chat.history))
+    parts.append(format_current_task(chat.user_question))
+    return "".join(parts)
