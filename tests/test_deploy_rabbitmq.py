@@ -8,38 +8,33 @@ with `rabbitmqctl import_definitions` into a scratch vhost when rabbitmqctl is u
 and the worker's `topology.declare` is run against it.
 """
 
-import asyncio
 import json
 import os
 import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import aio_pika
 import pytest
 from aiormq.exceptions import ChannelPreconditionFailed
 
-from tests.integration.helpers import AMQP_URL, broker_reachable, delete_topology, wait_for
+from tests.integration.helpers import (
+    AMQP_URL,
+    broker_reachable,
+    needs_broker,
+    unique_topology,
+    wait_for,
+)
 from worker import topology
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFINITIONS = ROOT / "deploy" / "rabbitmq" / "definitions.json"
 SECTIONS = ("queues", "exchanges", "bindings")
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def needs_broker(test: F) -> F:
-    skip = pytest.mark.skipif(
-        not broker_reachable(), reason=f"RabbitMQ not reachable at {AMQP_URL}"
-    )
-    marked: F = pytest.mark.broker(skip(test))
-    return marked
 
 
 def load() -> dict[str, Any]:
@@ -116,14 +111,7 @@ def renamed(definitions: dict[str, Any], names: dict[str, str], vhost: str) -> d
 
 @pytest.fixture
 def unique() -> Iterator[topology.Topology]:
-    prefix = f"test-defs-{uuid.uuid4().hex[:10]}"
-    names = topology.Topology(
-        request_queue=f"{prefix}.build-prompt",
-        reply_queue=f"{prefix}.replies",
-        dead_letter=f"{prefix}.dead",
-    )
-    yield names
-    asyncio.run(delete_topology(names))
+    yield from unique_topology("defs")
 
 
 def name_map(names: topology.Topology) -> dict[str, str]:

@@ -9,8 +9,8 @@ import argparse
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import aio_pika
 import orjson
@@ -19,9 +19,9 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from tests.integration.helpers import (
     AMQP_URL,
-    broker_reachable,
-    delete_topology,
+    needs_broker,
     queue_depth,
+    unique_topology,
     wait_for,
 )
 from worker import topology
@@ -61,27 +61,10 @@ def test_describe_never_fails_on_bad_bodies(body: bytes) -> None:
 
 # --- against the broker ---------------------------------------------------------------
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def needs_broker(test: F) -> F:
-    skip = pytest.mark.skipif(
-        not broker_reachable(), reason=f"RabbitMQ not reachable at {AMQP_URL}"
-    )
-    marked: F = pytest.mark.broker(skip(test))
-    return marked
-
 
 @pytest.fixture
 def topo() -> Iterator[topology.Topology]:
-    prefix = f"test-replay-{uuid.uuid4().hex[:10]}"
-    names = topology.Topology(
-        request_queue=f"{prefix}.requests",
-        reply_queue=f"{prefix}.replies",
-        dead_letter=f"{prefix}.dead",
-    )
-    yield names
-    asyncio.run(delete_topology(names))
+    yield from unique_topology("replay")
 
 
 @pytest.fixture

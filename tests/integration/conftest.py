@@ -7,12 +7,10 @@ broker. `start_worker` runs `python -m worker serve` as a real subprocess on the
 whatever a test leaves running is stopped at teardown.
 """
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -27,8 +25,8 @@ from tests.integration.helpers import (
     StartWorker,
     WorkerProcess,
     broker_reachable,
-    delete_topology,
     free_port,
+    unique_topology,
 )
 from worker.client import PromptClient
 from worker.topology import Topology
@@ -45,14 +43,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def topo() -> Iterator[Topology]:
     """Unique queue and exchange names for one test; deleted afterwards."""
-    prefix = f"test-{uuid.uuid4().hex[:10]}"
-    topology = Topology(
-        request_queue=f"{prefix}.build-prompt",
-        reply_queue=f"{prefix}.replies",
-        dead_letter=f"{prefix}.dead",
-    )
-    yield topology
-    asyncio.run(delete_topology(topology))
+    yield from unique_topology("worker")
 
 
 @pytest.fixture

@@ -8,14 +8,16 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aio_pika
 import aiohttp
 import orjson
+import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from worker.topology import Topology
@@ -27,6 +29,30 @@ AMQP_URL = os.environ.get("PROMPT_WORKER_TEST_AMQP_URL", "amqp://guest:guest@127
 # Generous deadlines: the machine is shared; these bound a hang, they time nothing.
 READY_TIMEOUT = 60.0
 REPLY_TIMEOUT = 60.0
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def needs_broker(test: F) -> F:
+    """Mark a test as needing the broker; skip it where none answers (CI always has one)."""
+    skip = pytest.mark.skipif(
+        not broker_reachable(), reason=f"RabbitMQ not reachable at {AMQP_URL}"
+    )
+    marked: F = pytest.mark.broker(skip(test))
+    return marked
+
+
+def unique_topology(label: str) -> Iterator[Topology]:
+    """Unique queue and exchange names for one test, deleted afterwards (fixture body)."""
+    prefix = f"test-{label}-{uuid.uuid4().hex[:10]}"
+    names = Topology(
+        request_queue=f"{prefix}.build-prompt",
+        reply_queue=f"{prefix}.replies",
+        dead_letter=f"{prefix}.dead",
+    )
+    yield names
+    asyncio.run(delete_topology(names))
 
 
 def broker_reachable() -> bool:
@@ -300,14 +326,6 @@ class TcpProxy:
 
 
 CASES = read_jsonl(TESTS / "conformance" / "cases.jsonl")
-SEED_000_KINDS = {
-    "react",
-    "native_thinking",
-    "synthesis",
-    "forced_conclusion",
-    "mcp_summarization",
-    "executive_summary",
-}
 
 
 # An investigation (not chat) ReAct job: its prompt quotes the alert data and runbook.

@@ -9,10 +9,10 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel
 
+from tests.conftest import SEED_000_KINDS
 from tests.integration.helpers import (
     BASE_CASE,
     CASES,
-    SEED_000_KINDS,
     StartWorker,
     a_job,
     drain,
