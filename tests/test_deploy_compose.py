@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -160,13 +161,15 @@ def test_grafana_provisions_the_datasource_the_dashboard_selects(compose: dict[s
     )
 
 
-# --- promtool, when installed (Debian package `prometheus`) ------------------------
+# --- promtool (scripts/ensure-promtool puts it in the venv; or set PROMTOOL) ----------
 
 
 def promtool() -> str:
-    found = os.environ.get("PROMTOOL") or shutil.which("promtool")
+    venv_bin = os.path.dirname(sys.executable)
+    search = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+    found = os.environ.get("PROMTOOL") or shutil.which("promtool", path=search)
     if not found:
-        pytest.skip("promtool not installed (Debian package prometheus, or set PROMTOOL)")
+        pytest.skip("promtool not installed: run scripts/ensure-promtool (or set PROMTOOL)")
     return found
 
 
