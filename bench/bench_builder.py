@@ -28,7 +28,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from worker.config import WorkerConfig, load_config  # noqa: E402
-from worker.prompt import tools as tool_formatting  # noqa: E402
 from worker.prompt.catalogue import CATALOGUES  # noqa: E402
 from worker.render import Renderer  # noqa: E402
 
@@ -113,7 +112,6 @@ def run_case(case: Case, seconds: float, repeat: int) -> dict[str, object]:
     if case.cold_tool_cache:
 
         def call() -> object:
-            tool_formatting._BLOCK_CACHE.clear()
             CATALOGUES.clear()
             return renderer.render(body)
     else:

@@ -17,6 +17,3 @@ class MCPServerRegistry:
 
     def get_instructions(self, server_id: str) -> str | None:
         return self.instructions.get(server_id)
-
-    def __contains__(self, server_id: object) -> bool:
-        return server_id in self.instructions

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from schemas.job import Job, Kind, kind_rule_violations
+from schemas.job import Job, kind_rule_violations
 from schemas.reply import ErrorCode
 from worker import __version__
 from worker.config import WorkerConfig
@@ -95,7 +95,8 @@ def _holds_wide_float(value: Any) -> bool:
 
 def _exact_integers(body: bytes | str, data: Any) -> Any:
     """`data`, re-read with the standard library when a Python-semantics payload holds a
-    wide integer (rare; the common path costs one dict lookup per payload name)."""
+    wide integer. Seed-000 jobs pay one dict lookup per payload name; legacy and skill
+    jobs pay a walk over their payload (~30 µs on the typical legacy job)."""
     if type(data) is not dict:
         return data
     for name in _PYTHON_SEMANTICS_PAYLOADS:
@@ -311,7 +312,3 @@ class Renderer:
             masked=masked,
             messages=messages,
         )
-
-
-def kinds() -> list[Kind]:
-    return list(FAMILIES)

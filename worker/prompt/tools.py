@@ -10,8 +10,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from schemas.job import Tool
 from worker.prompt.catalogue import CATALOGUES
 
@@ -88,35 +86,16 @@ def format_tool_block(tool: Tool) -> str:
     return block + "    **Parameters**: None\n"
 
 
-# Producers send the same tool catalogues job after job, and turning a schema into text
-# costs far more than serialising it to a key, so blocks are memoised. Bounded: cleared
-# when full, which costs one re-format per distinct tool.
-_BLOCK_CACHE: dict[tuple[str, str, bytes], str] = {}
-_BLOCK_CACHE_MAX = 4096
-
-
-def _cached_tool_block(tool: Tool) -> str:
-    try:
-        key = (tool.name, tool.description, orjson.dumps(tool.input_schema))
-    except TypeError:  # e.g. an integer beyond 64 bits, which orjson cannot serialise
-        return format_tool_block(tool)
-    block = _BLOCK_CACHE.get(key)
-    if block is None:
-        block = format_tool_block(tool)
-        if len(_BLOCK_CACHE) >= _BLOCK_CACHE_MAX:
-            _BLOCK_CACHE.clear()
-        _BLOCK_CACHE[key] = block
-    return block
-
-
 def format_tool_descriptions(tools: Sequence[Tool]) -> str:
     if not tools:
         return "No tools available."
+    # Memoised per catalogue (worker/prompt/catalogue.py): producers send the same tool
+    # list job after job, and turning schemas into text is the costly part.
     text = CATALOGUES.text(tools)
     if text is None:
         # Blank line between tools, not after the last one.
         text = "\n".join(
-            f"{index}. {_cached_tool_block(tool)}" for index, tool in enumerate(tools, start=1)
+            f"{index}. {format_tool_block(tool)}" for index, tool in enumerate(tools, start=1)
         )
         CATALOGUES.remember_text(tools, text)
     return text
