@@ -428,16 +428,17 @@ class Worker:
             return "unsettled"
 
     def _record(self, outcome: RenderOutcome, request_bytes: int, received: float) -> None:
-        m = self.metrics
-        kind = kind_label(outcome.kind)
-        m.jobs.labels(kind=kind, status=outcome.status, code=outcome.error_code or "").inc()
-        m.job_seconds.labels(kind=kind).observe(time.perf_counter() - received)
-        m.request_bytes.observe(request_bytes)
-        if outcome.ok:
-            m.render_seconds.labels(kind=kind).observe(outcome.render_seconds)
-            m.prompt_chars.labels(kind=kind).observe(outcome.prompt_chars)
-        for detector, count in outcome.masked.items():
-            m.masked.labels(detector=detector).inc(count)
+        ok = outcome.ok
+        self.metrics.job_done(
+            kind_label(outcome.kind),
+            outcome.status,
+            outcome.error_code or "",
+            seconds=time.perf_counter() - received,
+            request_bytes=request_bytes,
+            render_seconds=outcome.render_seconds if ok else None,
+            prompt_chars=outcome.prompt_chars,
+            masked=outcome.masked,
+        )
 
     def _log_job(
         self,

@@ -1,0 +1,68 @@
+"""`Metrics.job_done`: what one answered job adds to the exported series."""
+
+from worker.metrics import Metrics
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def test_ok_jobs_count_by_kind_and_observe_every_histogram() -> None:
+    metrics = Metrics("1.2.3")
+    for _ in range(2):
+        metrics.job_done(
+            "react",
+            "ok",
+            "",
+            seconds=0.002,
+            request_bytes=20_000,
+            render_seconds=0.0001,
+            prompt_chars=25_000,
+            masked={"token": 2},
+        )
+    metrics.job_done(
+        "synthesis", "ok", "", seconds=0.003, request_bytes=50_000, render_seconds=0.0002
+    )
+
+    assert sample(metrics, "prompt_worker_jobs_total", kind="react", status="ok", code="") == 2
+    assert sample(metrics, "prompt_worker_jobs_total", kind="synthesis", status="ok", code="") == 1
+    assert sample(metrics, "prompt_worker_job_seconds_count", kind="react") == 2
+    assert sample(metrics, "prompt_worker_job_seconds_sum", kind="react") == 0.004
+    assert sample(metrics, "prompt_worker_render_seconds_count", kind="react") == 2
+    assert sample(metrics, "prompt_worker_render_seconds_count", kind="synthesis") == 1
+    assert sample(metrics, "prompt_worker_prompt_chars_sum", kind="react") == 50_000
+    assert sample(metrics, "prompt_worker_request_bytes_count") == 3
+    assert sample(metrics, "prompt_worker_request_bytes_sum") == 90_000
+    assert sample(metrics, "prompt_worker_masked_total", detector="token") == 4
+
+
+def test_error_jobs_count_their_code_but_observe_no_render() -> None:
+    metrics = Metrics("1.2.3")
+    metrics.job_done("unknown", "error", "invalid_json", seconds=0.001, request_bytes=10)
+    metrics.job_done("unknown", "error", "invalid_json", seconds=0.001, request_bytes=10)
+    metrics.job_done("react", "error", "invalid_job", seconds=0.001, request_bytes=10)
+
+    assert (
+        sample(
+            metrics, "prompt_worker_jobs_total", kind="unknown", status="error", code="invalid_json"
+        )
+        == 2
+    )
+    assert (
+        sample(
+            metrics, "prompt_worker_jobs_total", kind="react", status="error", code="invalid_job"
+        )
+        == 1
+    )
+    assert sample(metrics, "prompt_worker_job_seconds_count", kind="unknown") == 2
+    assert sample(metrics, "prompt_worker_render_seconds_count", kind="unknown") == 0
+    assert sample(metrics, "prompt_worker_render_seconds_count", kind="react") == 0
+    assert sample(metrics, "prompt_worker_prompt_chars_count", kind="react") == 0
+
+
+def test_two_workers_in_one_process_keep_separate_counts() -> None:
+    first, second = Metrics("1"), Metrics("1")
+    first.job_done("react", "ok", "", seconds=0.001, request_bytes=1, render_seconds=0.001)
+    assert sample(first, "prompt_worker_jobs_total", kind="react", status="ok", code="") == 1
+    assert sample(second, "prompt_worker_jobs_total", kind="react", status="ok", code="") == 0
