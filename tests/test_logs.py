@@ -171,3 +171,19 @@ def test_a_closed_log_stream_never_stops_the_worker() -> None:
     configure_logging("info", "json", _BrokenPipe())
     get_logger().info("lost")  # must not raise
     logging.getLogger("aiormq.connection").error("lost too")
+
+
+def test_json_lines_beneath_stderr_keep_their_order_with_library_logs() -> None:
+    # stderr is a line-buffered text stream over a binary buffer: structlog's lines go
+    # to the buffer as bytes, the standard library's through the text layer.
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", line_buffering=True)
+    configure_logging("info", "json", stream)
+    get_logger(component="test").info("first", note="é ✓")
+    logging.getLogger("aiormq.connection").warning("second")
+    get_logger().info("third")
+    stream.flush()
+    events = [json.loads(line) for line in raw.getvalue().decode().splitlines()]
+    assert [e["event"] for e in events] == ["first", "second", "third"]
+    assert events[0]["note"] == "é ✓"
+    assert events[1]["logger"] == "aiormq.connection"

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import sys
 import traceback
-from typing import Any, TextIO, cast
+from typing import Any, BinaryIO, TextIO, cast
 
 import orjson
 import structlog
@@ -27,9 +27,9 @@ _LEVELS = {
 _state = {"payloads": False}
 
 
-def _orjson_text(obj: Any, **_: Any) -> str:
+def _orjson_bytes(obj: Any, **_: Any) -> bytes:
     # default=str: a stray non-JSON value (a Path, an exception) must not kill a log line.
-    return orjson.dumps(obj, default=str).decode()
+    return orjson.dumps(obj, default=str)
 
 
 def _drop_color_message(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
@@ -65,6 +65,42 @@ class _LossyStream:
             return False
 
 
+class _LineSink:
+    """structlog's output: each rendered event becomes one line, written at once.
+
+    The worker logs a line per job, so this is on the hot path. JSON lines arrive as
+    orjson bytes and go straight to the binary buffer beneath a line-buffered text
+    stream such as stderr (no decoding, no separate newline write); anything else is
+    written as text. Like `_LossyStream`, it never raises.
+    """
+
+    __slots__ = ("_binary", "_text")
+
+    def __init__(self, stream: TextIO) -> None:
+        self._text = stream
+        # Only beneath a line-buffered stream: then no text of the standard library's
+        # handler can be waiting in it, and lines keep their order.
+        buffer = getattr(stream, "buffer", None)
+        line_buffered = getattr(stream, "line_buffering", False) is True
+        self._binary: BinaryIO | None = buffer if line_buffered and buffer is not None else None
+
+    def msg(self, message: str | bytes) -> None:
+        try:
+            if isinstance(message, bytes):
+                if self._binary is not None:
+                    self._binary.write(message + b"\n")
+                    self._binary.flush()
+                    return
+                message = message.decode()
+            self._text.write(f"{message}\n")
+            self._text.flush()
+        except (OSError, ValueError):  # broken pipe, EIO, closed file
+            pass
+
+    # structlog calls the method named after the level.
+    debug = info = warning = warn = error = critical = exception = fatal = log = msg
+
+
 def resolve_format(fmt: str | None, stream: TextIO) -> str:
     if fmt in ("json", "console"):
         return fmt
@@ -90,11 +126,16 @@ def configure_logging(
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     renderer: Processor
+    # The standard library's handler needs text; structlog's own lines may be bytes.
+    foreign_renderer: Processor
     if resolve_format(fmt, target) == "console":
-        renderer = structlog.dev.ConsoleRenderer(colors=out.isatty())
+        renderer = foreign_renderer = structlog.dev.ConsoleRenderer(colors=out.isatty())
         exc_processors: list[Processor] = []
     else:
-        renderer = structlog.processors.JSONRenderer(serializer=_orjson_text)
+        renderer = structlog.processors.JSONRenderer(serializer=_orjson_bytes)
+        foreign_renderer = structlog.processors.JSONRenderer(
+            serializer=lambda obj, **_: _orjson_bytes(obj).decode()
+        )
         exc_processors = [structlog.processors.format_exc_info]
 
     structlog.configure(
@@ -105,7 +146,7 @@ def configure_logging(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        logger_factory=lambda *_: _LineSink(target),
         cache_logger_on_first_use=True,
     )
 
@@ -116,7 +157,7 @@ def configure_logging(
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                 *exc_processors,
-                renderer,
+                foreign_renderer,
             ],
         )
     )
