@@ -5,7 +5,7 @@ from typing import Any
 
 import orjson
 
-from schemas.job import Tool
+from schemas.job import Job, Tool
 from worker.prompt.catalogue import CATALOGUES, ToolCatalogueMemo
 from worker.prompt.tools import format_tool_descriptions
 from worker.render import Renderer
@@ -43,6 +43,17 @@ def test_hit_and_miss_agree_with_a_memo_free_rendering() -> None:
         user = renderer.render(job(job_id, alert=job_id)).messages[1]["content"]  # type: ignore[index]
         assert expected in user
         assert f"<!-- ALERT_DATA_START -->\n{job_id}\n" in user
+
+
+def test_a_job_validated_on_a_hit_equals_the_one_validated_on_a_miss() -> None:
+    CATALOGUES.clear()
+    data = json.loads(job("same"))
+    miss = Renderer._validate(data)
+    hit = Renderer._validate(data)
+    assert hit == miss == Job.model_validate(data)
+    assert hit.model_fields_set == miss.model_fields_set
+    assert hit.tools is miss.tools  # the memoised list itself: the text memo keys on it
+    assert hit.model_dump() == miss.model_dump()
 
 
 def test_other_fields_are_still_validated_on_a_hit() -> None:

@@ -234,8 +234,13 @@ class Renderer:
             return job
         rest = data.copy()
         del rest["tools"]
-        # model_copy keeps the very list object, which is what the text memo keys on.
-        return Job.model_validate(rest).model_copy(update={"tools": tools})
+        job = Job.model_validate(rest)
+        # What model_copy(update=...) does, in place: the job is new and not yet shared,
+        # and copying its other fields cost ~6 µs a job. The very list object is kept,
+        # which is what the text memo keys on.
+        job.__dict__["tools"] = tools
+        job.__pydantic_fields_set__.add("tools")
+        return job
 
     def render(self, body: bytes | str) -> RenderOutcome:
         """Render one job body into a reply body. Never raises."""
