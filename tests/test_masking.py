@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 import structlog
+from pydantic import ValidationError
 from structlog.testing import capture_logs
 
 from schemas.job import Job
@@ -73,6 +74,21 @@ def test_the_corpus_covers_every_detector_and_field() -> None:
     secrets_group = {d.name for d in BUILTIN if d.group == "secrets"}
     assert {c["detector"] for c in SECRET_CASES} == secrets_group
     assert {p.field for p in POSITIONS} == {path for path, _ in fields.all_paths()}
+
+
+TEXT_POSITIONS = [p for p in POSITIONS if dict(fields.all_paths())[p.field] is fields.TEXT]
+
+
+@pytest.mark.parametrize("position", TEXT_POSITIONS, ids=position_id)
+def test_a_text_field_is_checked_for_none_iff_the_model_accepts_none(position: Position) -> None:
+    """The masker skips None checks where the model rules None out; it must know which."""
+    paths = {p.text: p for p in Masker(MaskingConfig())._text_paths}
+    try:
+        Job.model_validate(position.job(None))  # type: ignore[arg-type]
+        accepts_none = True
+    except ValidationError:
+        accepts_none = False
+    assert paths[position.field].leaf_optional is accepts_none
 
 
 # -- benign text: byte-identical ------------------------------------------------------

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from tests.masking_corpus.positions import BENIGN_CASES, SECRET_CASES
 from worker.masking import prefilter
 from worker.masking.config import MaskingConfig
+from worker.masking.detectors import BUILTIN
 from worker.masking.masker import REDACTION_NOTICE, Masker
 
 CONFIG = MaskingConfig(groups=["secrets", "pii"])
@@ -89,6 +90,21 @@ FRAGMENTS = [
     "|",
     "#",
     "\x00",  # the prefilter's separator between the texts of a job
+    # Around the anchors Hyperscan decides in two steps (detectors.Split): flags with
+    # a keyword inside (`--db-pass x`) and `kind: Secret` with its quoting.
+    "--",
+    "-",
+    "--db-",
+    "pass",
+    "Pwd",
+    "API-KEY",
+    "_",
+    "a1",
+    " ",
+    "kind",
+    "Secret",
+    "\\",
+    '\\"',
 ]
 
 fragment_text = st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join)
@@ -140,23 +156,77 @@ def test_the_prefilter_never_hides_a_match(text: str) -> None:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts=st.lists(any_text, max_size=6))
 def test_prefilter_engines_find_what_plain_python_finds(engine: str, texts: list[str]) -> None:
+    """Each engine reports exactly the anchors whose literal occurs and pattern matches."""
     masker = MASKERS[engine]
-    anchors: dict[tuple[str, bool, str | None], None] = {}
-    for detector in masker.detectors:
-        for anchor in detector.anchors:
-            literal = anchor.literal.lower() if anchor.caseless else anchor.literal
-            anchors[(literal, anchor.caseless, anchor.pattern)] = None
     found = masker.prefilter.scan(texts)
     for index, text in enumerate(texts):
         lowered = "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
         expected = set()
-        for literal, caseless, pattern in anchors:
-            if literal not in (lowered if caseless else text):
+        for anchor_id, anchor in enumerate(masker.anchors):
+            if anchor.literal not in (lowered if anchor.caseless else text):
                 continue
-            flags = (re.IGNORECASE if caseless else 0) | re.ASCII
-            if pattern is None or re.search(pattern, text, flags):
-                expected.add((literal, caseless, pattern))
-        assert len(found.get(index, {})) == len(expected)
+            flags = (re.IGNORECASE if anchor.caseless else 0) | re.ASCII
+            if anchor.pattern is None or re.search(anchor.pattern, text, flags):
+                expected.add(anchor_id)
+        assert set(found.get(index, {})) == expected
+
+
+SPLIT_ANCHORS = {a.literal: a for d in BUILTIN for a in d.anchors if a.split is not None}
+# The syntax of the split anchors' patterns, so that most generated texts come close.
+SPLIT_FRAGMENTS = st.sampled_from(
+    [
+        "--",
+        "-",
+        "token",
+        "TOKEN",
+        "pass",
+        "pwd",
+        "secret",
+        "api-key",
+        "x",
+        "_",
+        ".",
+        "1",
+        " ",
+        "\t",
+        ":",
+        "=",
+        ",",
+        "\n",
+        "\\n",
+        "value",
+        '"',
+        "'",
+        "\\",
+        "kind",
+        "Secret",
+        "é",
+    ]
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(SPLIT_FRAGMENTS, max_size=14).map("".join))
+@example("-token x")  # one dash is not a flag
+@example("--db-token\tx")  # a tab ends the flag like a space
+@example("--tokenpass x")  # the second keyword's run holds the dashes too
+@example('token x --token"x')  # each occurrence has its own run after it
+@example('"kind": "Secret"')
+@example('kind\\\\": \\"Secret')
+@example("kind:Secret kind: Secret")
+@example(": Secret kind")  # "kind" must come before the colon, not at the end
+def test_split_anchors_decide_like_their_patterns(text: str) -> None:
+    """Quick pattern or confirmation at the literal's occurrences == the full pattern."""
+    for anchor in SPLIT_ANCHORS.values():
+        assert anchor.split is not None and anchor.pattern is not None
+        flags = (re.IGNORECASE if anchor.caseless else 0) | re.ASCII
+        expected = re.search(anchor.pattern, text, flags) is not None
+        haystack = text.lower() if anchor.caseless else text
+        literal = anchor.literal.lower() if anchor.caseless else anchor.literal
+        starts = [i for i in range(len(text)) if haystack.startswith(literal, i)]
+        quick = anchor.split.quick is not None and re.search(anchor.split.quick, text, flags)
+        decided = bool(starts) and bool(quick or anchor.split.confirm(text, starts))
+        assert decided == expected, anchor.literal
 
 
 @pytest.mark.skipif(not prefilter.HYPERSCAN_AVAILABLE, reason="hyperscan not installed")

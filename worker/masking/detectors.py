@@ -13,9 +13,11 @@ import binascii
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 from worker.masking import k8s, keyvalue
 from worker.masking.text import (
+    KEY_CHARS,
     MASK_PREFIX,
     TextView,
     drop_overlaps,
@@ -25,6 +27,26 @@ from worker.masking.text import (
 )
 
 Apply = Callable[[TextView], tuple[str, int]]
+
+
+# Whether a pattern matches, decided at the (ascending) start positions of its
+# literal's occurrences in a text.
+Confirm = Callable[[str, list[int]], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """How an engine that finds literals fast decides an anchor's pattern faster.
+
+    The pattern matches a text iff `quick` matches it (when given: every match of
+    `quick` is a match of the pattern) or `confirm` holds at the occurrences of the
+    anchor's literal. For patterns whose literal is not where a match starts, which
+    Hyperscan cannot lead with: `--[key]*token[key]*[ \t]` scanned as a pattern cost
+    as much as all the other anchors together.
+    """
+
+    quick: str | None
+    confirm: Confirm
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +59,15 @@ class Anchor:
     in the same pass, so the detector only runs where a match is plausible. Patterns
     use the syntax Python's `re` and Hyperscan share (no look-around, no back-refs),
     and never match a NUL: the prefilter joins a job's texts with NUL separators, and
-    a match across two texts would be credited to the wrong one.
+    a match across two texts would be credited to the wrong one. `split` is the same
+    condition in a form that is cheaper for Hyperscan (the Python engine ignores it);
+    a property test checks that both say the same.
     """
 
     literal: str
     caseless: bool = True
     pattern: str | None = None
+    split: Split | None = None
 
 
 _KEY_TAIL = r"[A-Za-z0-9_.\-]*"
@@ -50,18 +75,91 @@ _QUOTE = r"(?:\\{0,3}[\"'])?"  # as in keyvalue._SEPARATOR
 _LOOSE_QUOTE = r"\\{0,3}[\"']?"  # as in the regexes of the detectors below
 
 
+_KEY_RUN = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def _key_run_end(text: str, start: int) -> int:
+    """Where the run of key characters starting at `start` ends."""
+    match = _KEY_RUN.match(text, start)
+    return match.end() if match else start
+
+
+def _flag_confirm(length: int) -> Confirm:
+    """`--[key]*KEYWORD[key]*[ \t]` at an occurrence of a keyword of `length` chars.
+
+    A match holds an occurrence preceded, within the run of key characters that ends
+    there, by `--`, and followed by a run of key characters and a blank. Neighbouring
+    occurrences share their runs, so no character is walked twice: linear in the text.
+    """
+
+    def confirm(text: str, starts: list[int]) -> bool:
+        size = len(text)
+        # A `--` before the previous checked occurrence was not there: look after it.
+        floor = 0
+        after_from = after_to = -1  # the key run from `after_from` on ends at `after_to`
+        for start in starts:
+            end = start + length
+            if not after_from <= end <= after_to:
+                after_to = _key_run_end(text, end)
+            after = after_to
+            after_from = end
+            if after >= size or text[after] not in " \t":
+                continue
+            run = start
+            while run > floor and text[run - 1] in KEY_CHARS:
+                run -= 1
+            if text.find("--", run, start) >= 0:
+                return True
+            floor = start
+        return False
+
+    return confirm
+
+
+@cache  # one Anchor per keyword: detectors sharing it share its prefilter work
 def _key_anchor(keyword: str) -> Anchor:
     """Where `keyvalue.find_values` can match: a key holding `keyword` followed by a
     separator, a space (`--token x`), or a Kubernetes env pair's `value` key."""
     k = re.escape(keyword)
+    separator = rf"{k}{_KEY_TAIL}{_QUOTE}[ \t]*[:=]"
+    flag = rf"--{_KEY_TAIL}{k}{_KEY_TAIL}[ \t]"
+    env_value = (
+        rf"{k}{_KEY_TAIL}{_QUOTE}[ \t]*,?(?:\s|\\[nr]){{0,8}}(?:-[ \t]+)?{_LOOSE_QUOTE}value"
+    )
     return Anchor(
         keyword,
-        pattern=(
-            rf"{k}{_KEY_TAIL}{_QUOTE}[ \t]*[:=]"
-            rf"|--{_KEY_TAIL}{k}{_KEY_TAIL}[ \t]"
-            rf"|{k}{_KEY_TAIL}{_QUOTE}[ \t]*,?(?:\s|\\[nr]){{0,8}}(?:-[ \t]+)?{_LOOSE_QUOTE}value"
-        ),
+        pattern=f"{separator}|{flag}|{env_value}",
+        split=Split(f"{separator}|{env_value}", _flag_confirm(len(keyword))),
     )
+
+
+def _back_over(text: str, i: int, chars: str) -> int:
+    """Where the run of `chars` that ends at `i` starts."""
+    while i > 0 and text[i - 1] in chars:
+        i -= 1
+    return i
+
+
+def _back_over_quote(text: str, i: int) -> int:
+    return i - 1 if i > 0 and text[i - 1] in "\"'" else i
+
+
+def _secret_kind_confirm(text: str, starts: list[int]) -> bool:
+    """`kind\\*["']?[ \t]*:[ \t]*\\*["']?` right before an occurrence of `Secret`.
+
+    Read backwards, the parts are disjoint character classes in a fixed order, so
+    taking each greedily is exact; no walk passes the previous `Secret`.
+    """
+    for start in starts:
+        i = _back_over(text, _back_over_quote(text, start), "\\")
+        i = _back_over(text, i, " \t")
+        if i == 0 or text[i - 1] != ":":
+            continue
+        i = _back_over(text, i - 1, " \t")
+        i = _back_over(text, _back_over_quote(text, i), "\\")
+        if i >= 4 and text.startswith("kind", i - 4):
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,6 +486,7 @@ BUILTIN: tuple[Detector, ...] = (
                 "Secret",
                 caseless=False,
                 pattern=r"kind\\*[\"']?[ \t]*:[ \t]*\\*[\"']?Secret",
+                split=Split(None, _secret_kind_confirm),
             ),
         ),
         _k8s_secret,

@@ -17,7 +17,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 import structlog
 from pydantic import BaseModel
@@ -102,11 +103,40 @@ class _Path:
     text: str
     steps: tuple[_Step, ...]
     data: bool  # a JSON value rather than a string
+    # Whether the model lets the last step be None. Most text fields are plain `str`;
+    # checking a list of event contents for None compares every string with None.
+    leaf_optional: bool = True
 
 
 def _parse_path(path: str, data: bool) -> _Path:
     steps = tuple(_Step(part.removesuffix("[]"), part.endswith("[]")) for part in path.split("."))
-    return _Path(path, steps, data)
+    return _Path(path, steps, data, _leaf_optional(steps))
+
+
+def _non_none(annotation: Any) -> tuple[Any, bool]:
+    """The annotation without `None`, and whether it admitted None."""
+    args = get_args(annotation)
+    if get_origin(annotation) in (Union, UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else Union[tuple(rest)]), True  # noqa: UP007
+    return annotation, False
+
+
+def _leaf_optional(steps: tuple[_Step, ...]) -> bool:
+    """Whether the model allows None at the end of `steps`; True when unsure."""
+    model: Any = Job
+    optional = True
+    for step in steps:
+        fields = getattr(model, "model_fields", None)
+        if not isinstance(fields, dict) or step.name not in fields:
+            return True
+        annotation, optional = _non_none(fields[step.name].annotation)
+        if step.each:
+            if get_origin(annotation) is not list:
+                return True
+            annotation, optional = _non_none(get_args(annotation)[0])
+        model = annotation
+    return optional
 
 
 # A leaf: which path, the list indexes on the way there, and its value.
@@ -133,7 +163,7 @@ class Masker:
         for index, detector in enumerate(detectors):
             for anchor in detector.anchors:
                 literal = anchor.literal.lower() if anchor.caseless else anchor.literal
-                key = Anchor(literal, anchor.caseless, anchor.pattern)
+                key = Anchor(literal, anchor.caseless, anchor.pattern, anchor.split)
                 if key not in anchor_ids:
                     anchor_ids[key] = len(anchors)
                     anchors.append(key)
@@ -144,6 +174,8 @@ class Masker:
         self._caseless_literal = {
             i: a.literal for i, a in enumerate(anchors) if a.caseless and a.pattern is None
         }
+        # The distinct anchors, by the ids the prefilter reports.
+        self.anchors: tuple[Anchor, ...] = tuple(anchors)
         self.prefilter: prefilters.Prefilter = prefilters.build(anchors, engine)
         paths = [_parse_path(path, shape is DATA) for path, shape in all_paths()]
         self._text_paths = tuple(p for p in paths if not p.data)
@@ -434,7 +466,7 @@ def _collect(
     elif depth + 1 == last and not steps[last].each:
         # A list of models and one text field of each: the common case (events).
         values = list(map(attrgetter(steps[last].name), value))
-        if None in values:
+        if path.leaf_optional and None in values:
             values = [v if isinstance(v, str) else "" for v in values]
         groups.append((path, prefix, len(texts), True))
         texts.extend(values)

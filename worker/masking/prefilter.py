@@ -106,6 +106,12 @@ def _on_match(anchor: int, start: int, end: int, flags: int, hits: list[tuple[in
     hits.append((end, anchor))
 
 
+# What a Hyperscan expression says about its anchor.
+_EXACT = 0  # the anchor's pattern (or a pattern implying it) matched: the anchor holds
+_LITERAL = 1  # an occurrence of a literal anchor: its position is worth keeping
+_CANDIDATE = 2  # an occurrence of a split anchor's literal: holds if `confirm` agrees
+
+
 class HyperscanPrefilter:
     engine = "hyperscan"
 
@@ -114,22 +120,34 @@ class HyperscanPrefilter:
         self._empty = not anchors
         if self._empty:
             return
-        flags = [_hs.HS_FLAG_CASELESS if a.caseless else 0 for a in anchors]
+        expressions: list[bytes] = []
+        flags: list[int] = []
+        # Per expression: its anchor, what a hit means, and the literal's length in
+        # bytes when a hit tells where the literal starts (its length before the end).
+        self._anchor: list[int] = []
+        self._role: list[int] = []
+        self._lengths: list[int | None] = []
+        self._anchors = list(anchors)
+
+        def add(anchor: int, expression: str, role: int, literal: str | None) -> None:
+            expressions.append(expression.encode("utf-8"))
+            flags.append(_hs.HS_FLAG_CASELESS if anchors[anchor].caseless else 0)
+            self._anchor.append(anchor)
+            self._role.append(role)
+            self._lengths.append(None if literal is None else len(literal.encode("utf-8")))
+
+        for i, a in enumerate(anchors):
+            if a.split is not None:
+                if a.split.quick is not None:
+                    add(i, a.split.quick, _EXACT, None)
+                add(i, _hs_escape(a.literal), _CANDIDATE, a.literal)
+            elif a.pattern is not None:
+                add(i, a.pattern, _EXACT, None)
+            else:
+                add(i, _hs_escape(a.literal), _LITERAL, a.literal)
         database = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-        database.compile(
-            expressions=[
-                (a.pattern if a.pattern is not None else _hs_escape(a.literal)).encode("utf-8")
-                for a in anchors
-            ],
-            ids=list(range(len(anchors))),
-            flags=flags,
-        )
+        database.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
         self._database: Any = database
-        # Hits of a literal anchor tell where the literal starts (its length before the
-        # match end); those of a pattern do not.
-        self._lengths = [
-            len(a.literal.encode("utf-8")) if a.pattern is None else None for a in anchors
-        ]
         # Hyperscan scratch space may not be shared by concurrent scans: one per thread.
         self._local = threading.local()
 
@@ -169,30 +187,66 @@ class HyperscanPrefilter:
             ends.append(text_end)
             if text_end + index >= last:
                 break
-        lengths = self._lengths
+        anchor_of, role_of, lengths = self._anchor, self._role, self._lengths
         count = len(texts)
         found: dict[int, Hits] = {}
-        for end, anchor in hits:
+        # (text, anchor) -> start positions, or None when they must be searched for.
+        candidates: dict[tuple[int, int], list[int] | None] = {}
+        for end, expression in hits:
             # The text holding the hit's last byte: the first i with ends[i] + i >= end
             # (i separators precede text i). ends[i] >= end - count bounds it below.
             index = bisect_left(ends, end - count)
             while ends[index] + index < end:
                 index += 1
-            start = ends[index - 1] + index if index else 0
-            per_text = found.get(index)
-            if per_text is None:
-                per_text = found[index] = {}
-            # Byte offsets are character offsets only in ASCII text; elsewhere the
-            # detectors search for themselves.
-            length = lengths[anchor]
-            if length is None or (not all_ascii and not texts[index].isascii()):
-                per_text[anchor] = None
+            anchor, role = anchor_of[expression], role_of[expression]
+            if role == _EXACT:
+                found.setdefault(index, {})[anchor] = None
+                continue
+            # Byte offsets are character offsets only in ASCII text.
+            exact = all_ascii or texts[index].isascii()
+            if role == _CANDIDATE:
+                key = (index, anchor)
+                starts = candidates.get(key, [])
+                if starts is not None:
+                    if exact:
+                        length = lengths[expression]
+                        assert length is not None
+                        starts.append(end - length - (ends[index - 1] + index if index else 0))
+                    candidates[key] = starts if exact else None
+                continue
+            per_text = found.setdefault(index, {})
+            if not exact:
+                per_text[anchor] = None  # the detectors search for themselves
                 continue
             positions = per_text.get(anchor, [])
             if positions is not None:
-                positions.append(end - length - start)
+                length = lengths[expression]
+                assert length is not None
+                positions.append(end - length - (ends[index - 1] + index if index else 0))
                 per_text[anchor] = positions
+        for (index, anchor), starts in candidates.items():
+            if anchor in found.get(index, ()):
+                continue  # already decided by its quick pattern
+            text = texts[index]
+            split = self._anchors[anchor].split
+            assert split is not None
+            if starts is None:
+                starts = _find_all(text, self._anchors[anchor])
+            if split.confirm(text, sorted(starts)):
+                found.setdefault(index, {})[anchor] = None
         return found
+
+
+def _find_all(text: str, anchor: Anchor) -> list[int]:
+    """Start positions of the anchor's literal in `text` (ASCII case folded if caseless)."""
+    haystack = _ascii_lower(text) if anchor.caseless else text
+    needle = anchor.literal.lower() if anchor.caseless else anchor.literal
+    found: list[int] = []
+    pos = haystack.find(needle)
+    while pos >= 0:
+        found.append(pos)
+        pos = haystack.find(needle, pos + 1)
+    return found
 
 
 def build(anchors: Sequence[Anchor], engine: str = "auto") -> Prefilter:
