@@ -28,7 +28,7 @@ from worker.config import ConfigError, WorkerConfig, load_config, parse_config
 from worker.masking import fields
 from worker.masking.config import MaskingConfig
 from worker.masking.detectors import BUILTIN, Detector
-from worker.masking.masker import REDACTION_NOTICE, Masker
+from worker.masking.masker import REDACTION_NOTICE, Masker, _collect
 from worker.masking.text import TextView
 from worker.render import Renderer
 
@@ -89,6 +89,32 @@ def test_a_text_field_is_checked_for_none_iff_the_model_accepts_none(position: P
     except ValidationError:
         accepts_none = False
     assert paths[position.field].leaf_optional is accepts_none
+
+
+def _generic_texts(masker: Masker, job: Job) -> tuple[list[str], list[Any]]:
+    texts: list[str] = []
+    groups: list[Any] = []
+    for path in masker._text_paths:
+        root = getattr(job, path.steps[0].name)
+        if root is not None:
+            _collect(root, path, 1, (), texts, groups)
+    return texts, groups
+
+
+BENCH_JOB_FILES = sorted(BENCH_JOBS.glob("*.json")) + sorted(
+    (REPO / "bench" / "jobs").glob("*.json")
+)
+
+
+@pytest.mark.parametrize(
+    "job_data",
+    [p.job("some text") for p in POSITIONS]
+    + [orjson.loads(path.read_bytes()) for path in BENCH_JOB_FILES],
+)
+def test_compiled_text_collectors_walk_like_the_generic_walker(job_data: dict[str, Any]) -> None:
+    masker = Masker(MaskingConfig())
+    job = Job.model_validate(job_data)
+    assert masker._texts(job) == _generic_texts(masker, job)
 
 
 # -- benign text: byte-identical ------------------------------------------------------

@@ -14,7 +14,7 @@ never the text.
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from types import UnionType
@@ -180,6 +180,10 @@ class Masker:
         paths = [_parse_path(path, shape is DATA) for path, shape in all_paths()]
         self._text_paths = tuple(p for p in paths if not p.data)
         self._data_paths = tuple(p for p in paths if p.data)
+        by_root: dict[str, list[_Collector]] = {}
+        for path in self._text_paths:
+            by_root.setdefault(path.steps[0].name, []).append(_collector(path))
+        self._text_roots = tuple((root, tuple(cs)) for root, cs in by_root.items())
 
     @classmethod
     def from_config(cls, config: MaskingConfig) -> "Masker":
@@ -398,10 +402,11 @@ class Masker:
         """
         texts: list[str] = []
         groups: list[_Group] = []
-        for path in self._text_paths:
-            root = getattr(job, path.steps[0].name)
+        for root_name, collectors in self._text_roots:
+            root = getattr(job, root_name)
             if root is not None:
-                _collect(root, path, 1, (), texts, groups)
+                for collect in collectors:
+                    collect(root, texts, groups)
         return texts, groups
 
     def mask_job(self, job: Job) -> tuple[Job, dict[str, int]]:
@@ -435,6 +440,66 @@ class Masker:
             updated = _replace(updated, path.steps, 0, indexes, new)
         assert isinstance(updated, Job)
         return updated, dict(counts)
+
+
+# Appends the strings of one text path under its root payload to `texts`, and where
+# each run of them came from to `groups`.
+_Collector = Callable[[Any, list[str], list[_Group]], None]
+
+
+def _collector(path: _Path) -> _Collector:
+    """`_collect` for one path, specialised to its shape once: the shapes of the text
+    paths are few (a field, a field of each item of a list, the same one list deeper),
+    and walking a job's texts is on every job's path. Other shapes use `_collect`."""
+    steps = path.steps[1:]
+    shape = tuple(step.each for step in steps)
+    optional = path.leaf_optional
+
+    def strings(values: list[Any]) -> list[Any]:
+        if optional and None in values:
+            return [v if isinstance(v, str) else "" for v in values]
+        return values
+
+    if shape == (False,):
+        name = steps[0].name
+
+        def field(root: Any, texts: list[str], groups: list[_Group]) -> None:
+            value = getattr(root, name, None)
+            if isinstance(value, str):
+                groups.append((path, (), len(texts), False))
+                texts.append(value)
+
+        return field
+    if shape == (True, False):
+        items_name, leaf = steps[0].name, attrgetter(steps[1].name)
+
+        def each_item(root: Any, texts: list[str], groups: list[_Group]) -> None:
+            items = getattr(root, items_name, None)
+            if items is not None:
+                groups.append((path, (), len(texts), True))
+                texts.extend(strings(list(map(leaf, items))))
+
+        return each_item
+    if shape == (True, True, False):
+        outer_name, inner, leaf = (
+            steps[0].name,
+            attrgetter(steps[1].name),
+            attrgetter(steps[2].name),
+        )
+
+        def each_item_of_each(root: Any, texts: list[str], groups: list[_Group]) -> None:
+            for i, item in enumerate(getattr(root, outer_name, None) or ()):
+                items = inner(item) if item is not None else None
+                if items is not None:
+                    groups.append((path, (i,), len(texts), True))
+                    texts.extend(strings(list(map(leaf, items))))
+
+        return each_item_of_each
+
+    def generic(root: Any, texts: list[str], groups: list[_Group]) -> None:
+        _collect(root, path, 1, (), texts, groups)
+
+    return generic
 
 
 def _collect(
