@@ -5,7 +5,9 @@ uniquely named queues of the real topology (quorum request queue, dead-lettering
 
 * drain: the request queue is filled with N copies of the job first, then the workers
   start; jobs/s between the first and the last reply (start-up excluded), and the
-  workers' CPU (processes and their children, from /proc) per job over that span;
+  workers' CPU (processes and their children, from /proc) per job over that span.
+  Repeated `--repeat` times, echo and render interleaved so that a noisy spell of the
+  machine lands on both; the table shows medians, each run is printed;
 * live: a closed loop keeping `--window` jobs in flight for `--live-seconds`;
   jobs/s and latency percentiles (publish to reply received);
 * sequential RPC: one job at a time (window 1); p50 and p99.
@@ -25,6 +27,7 @@ import json
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -57,14 +60,15 @@ class Figures:
     worker: str
     processes: int
     drain_jobs: int
-    drain_jobs_per_s: float
-    cpu_ms_per_job: float
+    drain_jobs_per_s: float  # median of the runs
+    cpu_ms_per_job: float  # median of the runs
     live_jobs_per_s: float
     live_p50_ms: float
     live_p95_ms: float
     live_p99_ms: float
     seq_p50_ms: float
     seq_p99_ms: float
+    drain_runs: list[tuple[float, float]]  # (jobs/s, CPU ms/job) of every run
 
 
 def cpu_seconds(pid: int) -> float:
@@ -208,10 +212,14 @@ async def live_phases(
     return out
 
 
-async def run_one(kind: str, count: int, body: bytes, args: argparse.Namespace) -> Figures:
+async def run_one(
+    kind: str, count: int, body: bytes, args: argparse.Namespace, live: bool
+) -> tuple[tuple[float, float], dict[str, float]]:
+    """One drain (jobs/s, CPU ms/job), then the live phases if asked, on fresh queues."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
     topo = topology.Topology(f"{prefix}.build-prompt", f"{prefix}.replies", f"{prefix}.dead")
     connection = await aio_pika.connect(args.amqp_url)
+    phases: dict[str, float] = {}
     async with connection:
         channel = await connection.channel()
         await topology.declare(channel, topo)
@@ -221,15 +229,46 @@ async def run_one(kind: str, count: int, body: bytes, args: argparse.Namespace) 
             with workers(kind, count, topo, args) as processes:
                 meter.pids.extend(p.pid for p in processes)
                 await asyncio.wait_for(meter.done.wait(), timeout=args.phase_timeout)
-                rate, cpu_ms = meter.figures()
-                live = await asyncio.wait_for(
-                    live_phases(topo, body, args), timeout=args.phase_timeout
-                )
+                drained = meter.figures()
+                if live:
+                    phases = await asyncio.wait_for(
+                        live_phases(topo, body, args), timeout=args.phase_timeout
+                    )
         finally:
             for name in topo.queue_names():
                 await channel.queue_delete(name)
             await channel.exchange_delete(topo.dead_letter_exchange)
-    return Figures(kind, count, args.jobs, rate, cpu_ms, **live)
+    return drained, phases
+
+
+async def measure(count: int, body: bytes, args: argparse.Namespace) -> list[Figures]:
+    """Every worker at `count` processes: interleaved drains, live phases on the last."""
+    runs: dict[str, list[tuple[float, float]]] = {kind: [] for kind in args.workers}
+    phases: dict[str, dict[str, float]] = {}
+    for repeat in range(args.repeat):
+        last = repeat == args.repeat - 1
+        for kind in args.workers:
+            drained, live = await run_one(kind, count, body, args, live=last)
+            runs[kind].append(drained)
+            if last:
+                phases[kind] = live
+            print(
+                f"  {kind} x{count} run {repeat + 1}: {drained[0]:,.0f} jobs/s drain, "
+                f"{drained[1]:.3f} CPU ms/job",
+                flush=True,
+            )
+    return [
+        Figures(
+            kind,
+            count,
+            args.jobs,
+            statistics.median(rate for rate, _ in runs[kind]),
+            statistics.median(cpu for _, cpu in runs[kind]),
+            drain_runs=runs[kind],
+            **phases[kind],
+        )
+        for kind in args.workers
+    ]
 
 
 def table(rows: list[Figures]) -> str:
@@ -262,17 +301,17 @@ async def main(args: argparse.Namespace) -> list[Figures]:
     rows = []
     print(
         f"# {platform.node()}: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; "
-        f"{len(body)} B job, {args.jobs} drained, window {args.window}, prefetch {args.prefetch}",
+        f"{len(body)} B job, {args.jobs} drained x {args.repeat}, window {args.window}, "
+        f"prefetch {args.prefetch}",
         flush=True,
     )
     for count in args.processes:
-        for kind in args.workers:
-            figures = await run_one(kind, count, body, args)
+        for figures in await measure(count, body, args):
             rows.append(figures)
             print(
-                f"  {kind} x{count}: {figures.drain_jobs_per_s:,.0f} jobs/s drain, "
-                f"{figures.cpu_ms_per_job:.3f} CPU ms/job, {figures.live_jobs_per_s:,.0f} live, "
-                f"seq p99 {figures.seq_p99_ms:.2f} ms",
+                f"  {figures.worker} x{count}: median {figures.drain_jobs_per_s:,.0f} jobs/s "
+                f"drain, {figures.cpu_ms_per_job:.3f} CPU ms/job, "
+                f"{figures.live_jobs_per_s:,.0f} live, seq p99 {figures.seq_p99_ms:.2f} ms",
                 flush=True,
             )
     print()
@@ -287,6 +326,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--amqp-url", default="amqp://guest:guest@127.0.0.1:5672/")
     parser.add_argument("--config", default=str(CONFIG))
     parser.add_argument("--jobs", type=int, default=5000, help="jobs drained per run")
+    parser.add_argument("--repeat", type=int, default=3, help="drains per worker (median)")
     parser.add_argument("--live-seconds", type=float, default=5.0)
     parser.add_argument("--window", type=int, default=64, help="jobs in flight, live phase")
     parser.add_argument("--sequential", type=int, default=1000, help="calls, window 1")
@@ -300,7 +340,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args()
     if args.quick:
-        args.jobs, args.live_seconds, args.sequential = 500, 1.0, 100
+        args.jobs, args.live_seconds, args.sequential, args.repeat = 500, 1.0, 100, 1
     return args
 
 
