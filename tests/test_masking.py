@@ -12,7 +12,6 @@ from typing import Any
 import orjson
 import pytest
 import structlog
-from pydantic import ValidationError
 from structlog.testing import capture_logs
 
 from schemas.job import Job
@@ -28,7 +27,7 @@ from worker.config import ConfigError, WorkerConfig, load_config, parse_config
 from worker.masking import fields
 from worker.masking.config import MaskingConfig
 from worker.masking.detectors import BUILTIN, Detector
-from worker.masking.masker import REDACTION_NOTICE, Masker, _collect
+from worker.masking.masker import REDACTION_NOTICE, Masker, _walk
 from worker.masking.text import TextView
 from worker.render import Renderer
 
@@ -76,45 +75,70 @@ def test_the_corpus_covers_every_detector_and_field() -> None:
     assert {p.field for p in POSITIONS} == {path for path, _ in fields.all_paths()}
 
 
-TEXT_POSITIONS = [p for p in POSITIONS if dict(fields.all_paths())[p.field] is fields.TEXT]
-
-
-@pytest.mark.parametrize("position", TEXT_POSITIONS, ids=position_id)
-def test_a_text_field_is_checked_for_none_iff_the_model_accepts_none(position: Position) -> None:
-    """The masker skips None checks where the model rules None out; it must know which."""
-    paths = {p.text: p for p in Masker(MaskingConfig())._text_paths}
-    try:
-        Job.model_validate(position.job(None))  # type: ignore[arg-type]
-        accepts_none = True
-    except ValidationError:
-        accepts_none = False
-    assert paths[position.field].leaf_optional is accepts_none
-
-
-def _generic_texts(masker: Masker, job: Job) -> tuple[list[str], list[Any]]:
-    texts: list[str] = []
-    groups: list[Any] = []
+def _walked_texts(masker: Masker, data: dict[str, Any]) -> list[Any]:
+    """The texts of a job by the generic walker alone."""
+    texts: list[Any] = []
+    runs: list[Any] = []
     for path in masker._text_paths:
-        root = getattr(job, path.steps[0].name)
-        if root is not None:
-            _collect(root, path, 1, (), texts, groups)
-    return texts, groups
+        root = data.get(path.steps[0].name)
+        if type(root) is dict:
+            _walk(root, path, 1, (), texts, runs)
+    return texts
+
+
+def _collected_texts(masker: Masker, data: dict[str, Any]) -> list[Any]:
+    texts: list[Any] = []
+    runs: list[Any] = []
+    for root_name, collectors in masker._text_roots:
+        root = data.get(root_name)
+        if type(root) is dict:
+            for collect in collectors:
+                collect(root, texts, runs)
+    return texts
 
 
 BENCH_JOB_FILES = sorted(BENCH_JOBS.glob("*.json")) + sorted(
     (REPO / "bench" / "jobs").glob("*.json")
 )
+SECRET = "password: hunter2-prod"
+# Shapes the models reject, each beside a text where a text belongs.
+MALFORMED = [
+    {"session": "not an object", "stage": {"previous_stage_context": SECRET}},
+    {"stage": {"previous_stage_events": [{"content": 5}, "x", None, {"content": SECRET}]}},
+    {
+        "chat": {
+            "history": [
+                None,
+                {"messages": "x"},
+                {"messages": [{"content": [1]}, 3, {"content": SECRET}]},
+            ]
+        }
+    },
+    {
+        "stage": {"previous_attempt": [], "previous_stage_context": {"a": 1}},
+        "chat": {"user_question": SECRET},
+    },
+]
 
 
 @pytest.mark.parametrize(
     "job_data",
     [p.job("some text") for p in POSITIONS]
-    + [orjson.loads(path.read_bytes()) for path in BENCH_JOB_FILES],
+    + [orjson.loads(path.read_bytes()) for path in BENCH_JOB_FILES]
+    + MALFORMED,
 )
 def test_compiled_text_collectors_walk_like_the_generic_walker(job_data: dict[str, Any]) -> None:
     masker = Masker(MaskingConfig())
-    job = Job.model_validate(job_data)
-    assert masker._texts(job) == _generic_texts(masker, job)
+    # The collectors keep a placeholder for each malformed item (scanned as no text).
+    texts = [t for t in _collected_texts(masker, job_data) if type(t) is str]
+    assert texts == _walked_texts(masker, job_data)
+
+
+@pytest.mark.parametrize("job_data", MALFORMED)
+def test_malformed_payloads_still_get_their_texts_masked(job_data: dict[str, Any]) -> None:
+    counts = Masker(MaskingConfig()).mask_payload(job_data)
+    assert counts == {"password": 1}
+    assert "hunter2" not in json.dumps(job_data)
 
 
 # -- benign text: byte-identical ------------------------------------------------------
@@ -141,34 +165,34 @@ def test_benign_text_is_returned_as_the_same_object(case: dict[str, Any]) -> Non
 
 
 @pytest.mark.parametrize("name", ["typical_react_job.json", "typical_chat_job.json"])
-def test_a_job_without_secrets_comes_back_as_the_same_object(name: str) -> None:
-    job = Job.model_validate(orjson.loads((BENCH_JOBS / name).read_bytes()))
-    masked, counts = Masker(MaskingConfig()).mask_job(job)
-    assert masked is job
-    assert counts == {}
+def test_a_job_without_secrets_is_left_untouched(name: str) -> None:
+    data = orjson.loads((BENCH_JOBS / name).read_bytes())
+    before = json.dumps(data)
+    assert Masker(MaskingConfig()).mask_payload(data) == {}
+    assert json.dumps(data) == before
 
 
-def test_only_changed_fields_are_copied() -> None:
+def test_only_the_secret_is_replaced_in_place() -> None:
     events = [
         {"event_type": "tool_result", "content": "all good"},
         {"event_type": "tool_result", "content": "DB_PASSWORD=zq81-Kx0-pp2"},
     ]
-    job = Job.model_validate(
-        {
-            "job_id": "j",
-            "kind": "react",
-            "session": {"alert_data": "pod crashlooping"},
-            "stage": {"previous_stage_events": events},
-        }
-    )
-    masked, counts = Masker(MaskingConfig()).mask_job(job)
+    session = {"alert_data": "pod crashlooping"}
+    data = {
+        "job_id": "j",
+        "kind": "react",
+        "session": session,
+        "stage": {"previous_stage_events": events},
+    }
+    first = events[0]
+    counts = Masker(MaskingConfig()).mask_payload(data)
     assert counts == {"password": 1}
-    assert masked.session is job.session
-    assert masked.stage.previous_stage_events is not None
-    assert job.stage.previous_stage_events is not None
-    assert masked.stage.previous_stage_events[0] is job.stage.previous_stage_events[0]
-    assert masked.stage.previous_stage_events[1].content == "DB_PASSWORD=[MASKED_PASSWORD]"
-    assert job.stage.previous_stage_events[1].content == events[1]["content"]  # untouched
+    assert data["session"] is session and session == {"alert_data": "pod crashlooping"}
+    assert events[0] is first and first["content"] == "all good"
+    assert events[1]["content"] == "DB_PASSWORD=[MASKED_PASSWORD]"
+    assert Job.model_validate(data).stage.previous_stage_events[1].content == (  # type: ignore[index]
+        "DB_PASSWORD=[MASKED_PASSWORD]"
+    )
 
 
 # -- conformance: unaffected ---------------------------------------------------------
@@ -197,29 +221,22 @@ def test_structured_alert_data_masks_values_and_keeps_keys_and_types() -> None:
         "data": {"password": "cTk0LXRyMHBpY2Fs", "size": 3},
         "metadata": {"name": "db"},
     }
-    job = Job.model_validate(
-        {
-            "job_id": "j",
-            "kind": "legacy_react",
-            "legacy": {
-                "alert_data": {
-                    "alert_type": "DBDown",
-                    "password": "n0t-for-llm",
-                    "replicas": 3,
-                    "enabled": True,
-                    "ratio": 0.5,
-                    "missing": None,
-                    "connection": {"db_password": "zz-top-4", "host": "db", "port": 5432},
-                    "manifest": secret_manifest,
-                    "lines": ["ok", "token=ab12cd34ef56gh78"],
-                    "docker": {"auths": {"r.example.com": {"auth": "dXNlcjpwNHNzdzByZA=="}}},
-                }
-            },
-        }
-    )
-    masked, counts = Masker(MaskingConfig()).mask_job(job)
-    assert masked.legacy is not None
-    data = masked.legacy.alert_data
+    alert_data = {
+        "alert_type": "DBDown",
+        "password": "n0t-for-llm",
+        "replicas": 3,
+        "enabled": True,
+        "ratio": 0.5,
+        "missing": None,
+        "connection": {"db_password": "zz-top-4", "host": "db", "port": 5432},
+        "manifest": secret_manifest,
+        "lines": ["ok", "token=ab12cd34ef56gh78"],
+        "docker": {"auths": {"r.example.com": {"auth": "dXNlcjpwNHNzdzByZA=="}}},
+    }
+    job = {"job_id": "j", "kind": "legacy_react", "legacy": {"alert_data": alert_data}}
+    keys = list(alert_data)
+    counts = Masker(MaskingConfig()).mask_payload(job)
+    data = Job.model_validate(job).legacy.alert_data  # type: ignore[union-attr]
     assert data["password"] == "[MASKED_PASSWORD]"
     assert data["connection"] == {"db_password": "[MASKED_PASSWORD]", "host": "db", "port": 5432}
     assert data["manifest"]["data"] == {"password": "[MASKED_SECRET_VALUE]", "size": 3}
@@ -232,7 +249,7 @@ def test_structured_alert_data_masks_values_and_keeps_keys_and_types() -> None:
         0.5,
         None,
     )
-    assert list(data) == list(job.legacy.alert_data)  # type: ignore[union-attr]
+    assert list(data) == keys
     assert counts == {
         "password": 2,
         "kubernetes_secret": 1,
@@ -391,13 +408,10 @@ def test_a_failing_detector_redacts_structured_values_too() -> None:
     broken = Detector("broken", "secrets", "[X]", (), _exploding)
     masker.detectors = (*masker.detectors, broken)
     masker._always = (len(masker.detectors) - 1,)
-    job = Job.model_validate(
-        {"job_id": "j", "kind": "legacy_react", "legacy": {"alert_data": {"a": "text", "n": 1}}}
-    )
+    job = {"job_id": "j", "kind": "legacy_react", "legacy": {"alert_data": {"a": "text", "n": 1}}}
     with capture_logs() as logs:
-        masked, counts = masker.mask_job(job)
-    assert masked.legacy is not None
-    assert masked.legacy.alert_data == {"a": REDACTION_NOTICE, "n": 1}
+        counts = masker.mask_payload(job)
+    assert job["legacy"]["alert_data"] == {"a": REDACTION_NOTICE, "n": 1}  # type: ignore[index]
     assert counts == {"masking_failed": 1}
     assert [e["field"] for e in logs if e["event"] == "masking_failed"] == ["legacy.alert_data.a"]
 

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.masking_corpus.positions import BENIGN_CASES, SECRET_CASES
-from worker.masking import prefilter
+from worker.masking import fields, prefilter
 from worker.masking.config import MaskingConfig
 from worker.masking.detectors import BUILTIN
 from worker.masking.masker import REDACTION_NOTICE, Masker
@@ -131,6 +131,26 @@ def test_masking_is_idempotent_and_never_raises(text: str) -> None:
     assert again == {}, f"second pass masked {dict(again)}"
     assert counts.get("masking_failed", 0) == 0, "a detector raised"
     assert once != REDACTION_NOTICE or text == REDACTION_NOTICE
+
+
+# The names along the masked paths, so generated payloads reach the collectors.
+FIELD_NAMES = sorted(
+    {part.removesuffix("[]") for path, _ in fields.all_paths() for part in path.split(".")}
+)
+KEYS = st.sampled_from(FIELD_NAMES) | st.text(max_size=8)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | any_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
+    max_leaves=20,
+)
+PAYLOAD_KEYS = sorted({path.split(".")[0] for path, _ in fields.all_paths()})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(PAYLOAD_KEYS), st.dictionaries(KEYS, JSON)))
+def test_masking_any_json_never_raises(data: dict[str, object]) -> None:
+    counts = MASKER.mask_payload(data)
+    assert counts.get("masking_failed", 0) == 0
 
 
 @pytest.mark.parametrize("text", corpus_examples)

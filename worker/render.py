@@ -49,6 +49,15 @@ class RenderOutcome:
         return self.status == "ok"
 
 
+@dataclass(slots=True)
+class ParsedJob:
+    """A validated job whose outside-world texts are masked."""
+
+    job: Job
+    masked: dict[str, int]  # what masking removed, by detector
+    masking_seconds: float
+
+
 def _field_path(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc)
 
@@ -163,6 +172,18 @@ def invalid_job(
     )
 
 
+def too_deep(job_id: str | None, kind: str | None) -> RenderOutcome:
+    # Values nested close to the parser's depth limit are valid JSON (and opaque to the
+    # models) but cannot be masked or written out as text: the job's fault, not ours.
+    return error_reply(
+        ErrorCode.INVALID_JOB,
+        "a value in the job is nested too deeply to render",
+        job_id=job_id,
+        kind=kind,
+        details=[{"field": "", "type": "too_deep", "message": "nesting too deep"}],
+    )
+
+
 class Renderer:
     """Turns job bodies into reply bodies. Build once; thread-safe; no I/O."""
 
@@ -188,8 +209,8 @@ class Renderer:
         """Template version of each family, e.g. for a rerender report."""
         return {spec.name: spec.template_version for spec in FAMILIES.values()}
 
-    def parse(self, body: bytes | str) -> Job | RenderOutcome:
-        """The job in `body`, or the error reply explaining why there is none."""
+    def parse(self, body: bytes | str) -> ParsedJob | RenderOutcome:
+        """The masked job in `body`, or the error reply explaining why there is none."""
         size = len(body)
         if size > self.max_message_bytes:
             # Not parsed: the limit exists so that huge bodies cost nothing.
@@ -207,6 +228,16 @@ class Renderer:
                 ErrorCode.INVALID_JSON, f"body is not valid JSON: {exc}", request_bytes=size
             )
         data = _exact_integers(body, data)
+        masked: dict[str, int] = {}
+        masking_seconds = 0.0
+        if self.masker is not None:
+            # On the parsed JSON, before validation: see Masker.mask_payload.
+            started = time.perf_counter()
+            try:
+                masked = self.masker.mask_payload(data)
+            except RecursionError:
+                return too_deep(*_peek_identity(data))
+            masking_seconds = time.perf_counter() - started
         try:
             job = self._validate(data)
         except ValidationError as exc:
@@ -215,7 +246,7 @@ class Renderer:
         problems = kind_rule_violations(job)
         if problems:
             return invalid_job(problems, job.job_id, job.kind.value, size)
-        return job
+        return ParsedJob(job, masked, masking_seconds)
 
     @staticmethod
     def _validate(data: Any) -> Job:
@@ -255,30 +286,23 @@ class Renderer:
             )
         if isinstance(parsed, RenderOutcome):
             return parsed
-        outcome = self.render_job(parsed)
+        outcome = self.render_job(parsed.job, parsed.masked, parsed.masking_seconds)
         outcome.request_bytes = len(body)
         return outcome
 
-    def render_job(self, job: Job) -> RenderOutcome:
-        """Render an already validated job. Never raises."""
+    def render_job(
+        self, job: Job, masked: dict[str, int] | None = None, masking_seconds: float = 0.0
+    ) -> RenderOutcome:
+        """Render a validated job whose texts are already masked (`parse` masks them).
+        Never raises. `render_ms` counts the masking time as well as the building."""
         started = time.perf_counter()
+        masked = {} if masked is None else masked
         try:
-            masked: dict[str, int] = {}
-            if self.masker is not None:
-                job, masked = self.masker.mask_job(job)
             spec = FAMILIES[job.kind]
             result = spec.build(job, self.context)
             messages = self.contributors.apply(job, result.messages)
         except RecursionError:
-            # Values nested close to the parser's depth limit validate (they are opaque
-            # JSON) but cannot be written out as text: the job's fault, not ours.
-            return error_reply(
-                ErrorCode.INVALID_JOB,
-                "a value in the job is nested too deeply to render",
-                job_id=job.job_id,
-                kind=job.kind.value,
-                details=[{"field": "", "type": "too_deep", "message": "nesting too deep"}],
-            )
+            return too_deep(job.job_id, job.kind.value)
         except Exception as exc:
             return error_reply(
                 ErrorCode.INTERNAL,
@@ -287,7 +311,7 @@ class Renderer:
                 kind=job.kind.value,
                 exception=exc,
             )
-        elapsed = time.perf_counter() - started
+        elapsed = time.perf_counter() - started + masking_seconds
         prompt_chars = sum(len(m["content"]) for m in messages)
         meta: dict[str, Any] = {
             "template_version": spec.template_version,

@@ -1,10 +1,11 @@
 """The masking stage applied to every outside text of a job before it is rendered.
 
-`Masker.from_config(cfg)` once at start-up, then `mask_job(job) -> (job, counts)` per
-job. The common case is a job with no secret: one prefilter pass over all its texts
-finds no anchor, and the very same Job object comes back. Only texts holding an anchor
-run the detectors it gates, starting from the anchor positions the prefilter found,
-and only changed fields are copied.
+`Masker.from_config(cfg)` once at start-up, then `mask_payload(data) -> counts` per
+job, on the JSON object orjson parsed and before it is validated. The common case is a
+job with no secret: one prefilter pass over all its texts finds no anchor, and nothing
+is written. Only texts holding an anchor run the detectors it gates, starting from the
+anchor positions the prefilter found, and a masked text replaces the value in its
+object.
 
 Fail closed: when a detector raises on some text, the whole field is replaced by a
 redaction notice and the failure is logged with the detector and the field path only,
@@ -14,16 +15,13 @@ never the text.
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
-from types import UnionType
-from typing import Any, Union, get_args, get_origin
+from operator import itemgetter
+from typing import Any
 
 import structlog
-from pydantic import BaseModel
 
-from schemas.job import Job
 from worker.masking import prefilter as prefilters
 from worker.masking.config import CustomPattern, MaskingConfig
 from worker.masking.detectors import (
@@ -103,48 +101,20 @@ class _Path:
     text: str
     steps: tuple[_Step, ...]
     data: bool  # a JSON value rather than a string
-    # Whether the model lets the last step be None. Most text fields are plain `str`;
-    # checking a list of event contents for None compares every string with None.
-    leaf_optional: bool = True
 
 
 def _parse_path(path: str, data: bool) -> _Path:
     steps = tuple(_Step(part.removesuffix("[]"), part.endswith("[]")) for part in path.split("."))
-    return _Path(path, steps, data, _leaf_optional(steps))
+    return _Path(path, steps, data)
 
 
-def _non_none(annotation: Any) -> tuple[Any, bool]:
-    """The annotation without `None`, and whether it admitted None."""
-    args = get_args(annotation)
-    if get_origin(annotation) in (Union, UnionType) and type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        return (rest[0] if len(rest) == 1 else Union[tuple(rest)]), True  # noqa: UP007
-    return annotation, False
-
-
-def _leaf_optional(steps: tuple[_Step, ...]) -> bool:
-    """Whether the model allows None at the end of `steps`; True when unsure."""
-    model: Any = Job
-    optional = True
-    for step in steps:
-        fields = getattr(model, "model_fields", None)
-        if not isinstance(fields, dict) or step.name not in fields:
-            return True
-        annotation, optional = _non_none(fields[step.name].annotation)
-        if step.each:
-            if get_origin(annotation) is not list:
-                return True
-            annotation, optional = _non_none(get_args(annotation)[0])
-        model = annotation
-    return optional
-
-
-# A leaf: which path, the list indexes on the way there, and its value.
-_Leaf = tuple[_Path, tuple[int, ...], Any]
-
-# A run of texts: its path, the list indexes before the last list, where the run
-# starts in the text list, and whether its items are the items of that last list.
-_Group = tuple[_Path, tuple[int, ...], int, bool]
+# A run of texts found in a job's JSON: where it starts in the list of texts, what
+# holds its texts (a dict, or a list holding one text per item), the key of each text
+# in its holder (None: the list items are the texts), whether the run is a list's
+# items, its path, and the list indexes on the way (for the field named in logs).
+_Run = tuple[int, Any, str | None, bool, _Path, tuple[int, ...]]
+# Appends the texts of one path under its payload (a JSON object) and their runs.
+_Collector = Callable[[dict[str, Any], list[Any], list[_Run]], None]
 
 
 class Masker:
@@ -180,6 +150,8 @@ class Masker:
         paths = [_parse_path(path, shape is DATA) for path, shape in all_paths()]
         self._text_paths = tuple(p for p in paths if not p.data)
         self._data_paths = tuple(p for p in paths if p.data)
+        # Structured values are found by `_holder`, which walks objects only.
+        assert not any(step.each for p in self._data_paths for step in p.steps), self._data_paths
         by_root: dict[str, list[_Collector]] = {}
         for path in self._text_paths:
             by_root.setdefault(path.steps[0].name, []).append(_collector(path))
@@ -369,192 +341,178 @@ class Masker:
 
     # -- jobs -----------------------------------------------------------------------
 
-    def _leaves(self, job: Job, paths: Sequence[_Path]) -> list[_Leaf]:
-        """Every leaf of `paths` in `job`, path by path, list items in order."""
-        leaves: list[_Leaf] = []
-        for path in paths:
-            frontier: list[tuple[Any, tuple[int, ...]]] = [(job, ())]
-            for step in path.steps:
-                following: list[tuple[Any, tuple[int, ...]]] = []
-                for obj, indexes in frontier:
-                    value = getattr(obj, step.name, None)
-                    if value is None:
-                        continue
-                    if step.each:
-                        following.extend(
-                            (item, (*indexes, i))
-                            for i, item in enumerate(value)
-                            if item is not None
-                        )
-                    else:
-                        following.append((value, indexes))
-                frontier = following
-                if not frontier:
-                    break
-            leaves.extend((path, indexes, value) for value, indexes in frontier)
-        return leaves
+    def mask_payload(self, data: Any) -> dict[str, int]:
+        """Mask the outside-world texts of a parsed job (its JSON object) in place.
 
-    def _texts(self, job: Job) -> tuple[list[str], list[_Group]]:
-        """The strings of every text path, and where each run of them came from.
-
-        The hot path of every job: a list of events becomes one list comprehension and
-        one group record rather than a record per item.
+        Runs before validation, on the values orjson just made: cheaper to walk than
+        models, still in cache, and a masked value is written into its dict rather
+        than copied into new models. Any JSON is accepted: what the models would not
+        accept is skipped or masked as far as it goes, and the job then fails
+        validation anyway. Returns the counts by detector; empty, and `data`
+        untouched, when nothing was masked.
         """
-        texts: list[str] = []
-        groups: list[_Group] = []
+        if type(data) is not dict:
+            return {}
+        texts: list[Any] = []
+        runs: list[_Run] = []
         for root_name, collectors in self._text_roots:
-            root = getattr(job, root_name)
-            if root is not None:
+            root = data.get(root_name)
+            if type(root) is dict:
                 for collect in collectors:
-                    collect(root, texts, groups)
-        return texts, groups
-
-    def mask_job(self, job: Job) -> tuple[Job, dict[str, int]]:
+                    collect(root, texts, runs)
         counts: Counter[str] = Counter()
-        replacements: list[tuple[_Path, tuple[int, ...], Any]] = []
-        data_paths = [p for p in self._data_paths if getattr(job, p.steps[0].name) is not None]
-        if data_paths:
-            for path, indexes, value in self._leaves(job, data_paths):
-                masked = self.mask_data(value, counts, _format_path(path.text, indexes))
+        for path in self._data_paths:
+            holder = _holder(data, path)
+            value = holder.get(path.steps[-1].name) if holder is not None else None
+            if value is not None:
+                masked = self.mask_data(value, counts, path.text)
                 if masked is not value:
-                    replacements.append((path, indexes, masked))
-        texts, groups = self._texts(job)
-        found = self.prefilter.scan(texts) if texts else {}
-        selected = range(len(texts)) if self._always else found
-        if selected:
-            starts = [group[2] for group in groups]
-            for index in selected:
-                value = texts[index]
-                if not value:
-                    continue
-                path, prefix, start, each = groups[bisect_right(starts, index) - 1]
-                indexes = (*prefix, index - start) if each else prefix
-                where = _format_path(path.text, indexes)
-                masked = self._guarded(value, found.get(index, {}), counts, where)
-                if masked is not value:
-                    replacements.append((path, indexes, masked))
-        if not replacements:
-            return job, dict(counts)
-        updated: BaseModel = job
-        for path, indexes, new in replacements:
-            updated = _replace(updated, path.steps, 0, indexes, new)
-        assert isinstance(updated, Job)
-        return updated, dict(counts)
+                    assert holder is not None
+                    holder[path.steps[-1].name] = masked
+        if texts:
+            try:
+                found = self.prefilter.scan(texts)
+            except TypeError:  # a non-string where text belongs: an invalid job
+                texts = [text if type(text) is str else "" for text in texts]
+                found = self.prefilter.scan(texts)
+            selected = range(len(texts)) if self._always else found
+            if selected:
+                self._mask_runs(texts, runs, found, selected, counts)
+        return dict(counts)
+
+    def _mask_runs(
+        self,
+        texts: list[str],
+        runs: list[_Run],
+        found: dict[int, Hits],
+        selected: Iterable[int],
+        counts: Counter[str],
+    ) -> None:
+        starts = [run[0] for run in runs]
+        for index in selected:
+            value = texts[index]
+            if not value:
+                continue
+            start, holder, key, each, path, prefix = runs[bisect_right(starts, index) - 1]
+            offset = index - start
+            where = _format_path(path.text, (*prefix, offset) if each else prefix)
+            masked = self._guarded(value, found.get(index, {}), counts, where)
+            if masked is value:
+                continue
+            if not each:
+                holder[key] = masked
+            elif key is None:
+                holder[offset] = masked
+            else:
+                holder[offset][key] = masked
 
 
-# Appends the strings of one text path under its root payload to `texts`, and where
-# each run of them came from to `groups`.
-_Collector = Callable[[Any, list[str], list[_Group]], None]
+def _holder(data: dict[str, Any], path: _Path) -> dict[str, Any] | None:
+    """The object holding the last step of a path without lists, if the JSON has it."""
+    holder = data
+    for step in path.steps[:-1]:
+        value = holder.get(step.name)
+        if type(value) is not dict:
+            return None
+        holder = value
+    return holder
+
+
+def _values(items: list[Any], key: str, get: Callable[[Any], Any]) -> list[Any]:
+    """`item[key]` of each item: None where an item is no object holding the key."""
+    try:
+        return list(map(get, items))
+    except (KeyError, TypeError):  # not what the models allow: the job is invalid
+        return [item.get(key) if type(item) is dict else None for item in items]
 
 
 def _collector(path: _Path) -> _Collector:
-    """`_collect` for one path, specialised to its shape once: the shapes of the text
-    paths are few (a field, a field of each item of a list, the same one list deeper),
-    and walking a job's texts is on every job's path. Other shapes use `_collect`."""
+    """The collector of one text path, specialised to its shape once: the shapes of the
+    text paths are few (a field; a field of a field; a field of each item of a list;
+    the same one list deeper), and walking a job's texts is on every job's path.
+    Other shapes use `_walk`."""
     steps = path.steps[1:]
     shape = tuple(step.each for step in steps)
-    optional = path.leaf_optional
-
-    def strings(values: list[Any]) -> list[Any]:
-        if optional and None in values:
-            return [v if isinstance(v, str) else "" for v in values]
-        return values
+    names = [step.name for step in steps]
 
     if shape == (False,):
-        name = steps[0].name
+        [name] = names
 
-        def field(root: Any, texts: list[str], groups: list[_Group]) -> None:
-            value = getattr(root, name, None)
-            if isinstance(value, str):
-                groups.append((path, (), len(texts), False))
+        def field(root: dict[str, Any], texts: list[Any], runs: list[_Run]) -> None:
+            value = root.get(name)
+            if type(value) is str:
+                runs.append((len(texts), root, name, False, path, ()))
                 texts.append(value)
 
         return field
-    if shape == (True, False):
-        items_name, leaf = steps[0].name, attrgetter(steps[1].name)
+    if shape == (False, False):
+        outer, name = names
 
-        def each_item(root: Any, texts: list[str], groups: list[_Group]) -> None:
-            items = getattr(root, items_name, None)
-            if items is not None:
-                groups.append((path, (), len(texts), True))
-                texts.extend(strings(list(map(leaf, items))))
+        def field_of_field(root: dict[str, Any], texts: list[Any], runs: list[_Run]) -> None:
+            holder = root.get(outer)
+            value = holder.get(name) if type(holder) is dict else None
+            if type(value) is str:
+                runs.append((len(texts), holder, name, False, path, ()))
+                texts.append(value)
+
+        return field_of_field
+    if shape == (True, False):
+        items_name, key = names
+        get = itemgetter(key)
+
+        def each_item(root: dict[str, Any], texts: list[Any], runs: list[_Run]) -> None:
+            items = root.get(items_name)
+            if type(items) is list and items:
+                runs.append((len(texts), items, key, True, path, ()))
+                texts.extend(_values(items, key, get))
 
         return each_item
     if shape == (True, True, False):
-        outer_name, inner, leaf = (
-            steps[0].name,
-            attrgetter(steps[1].name),
-            attrgetter(steps[2].name),
-        )
+        outer_name, inner_name, key = names
+        get = itemgetter(key)
 
-        def each_item_of_each(root: Any, texts: list[str], groups: list[_Group]) -> None:
-            for i, item in enumerate(getattr(root, outer_name, None) or ()):
-                items = inner(item) if item is not None else None
-                if items is not None:
-                    groups.append((path, (i,), len(texts), True))
-                    texts.extend(strings(list(map(leaf, items))))
+        def each_item_of_each(root: dict[str, Any], texts: list[Any], runs: list[_Run]) -> None:
+            outer = root.get(outer_name)
+            if type(outer) is not list:
+                return
+            for i, item in enumerate(outer):
+                items = item.get(inner_name) if type(item) is dict else None
+                if type(items) is list and items:
+                    runs.append((len(texts), items, key, True, path, (i,)))
+                    texts.extend(_values(items, key, get))
 
         return each_item_of_each
 
-    def generic(root: Any, texts: list[str], groups: list[_Group]) -> None:
-        _collect(root, path, 1, (), texts, groups)
+    def generic(root: dict[str, Any], texts: list[Any], runs: list[_Run]) -> None:
+        _walk(root, path, 1, (), texts, runs)
 
     return generic
 
 
-def _collect(
-    obj: Any,
-    path: _Path,
-    depth: int,
-    prefix: tuple[int, ...],
-    texts: list[str],
-    groups: list[_Group],
+def _walk(
+    obj: Any, path: _Path, depth: int, prefix: tuple[int, ...], texts: list[Any], runs: list[_Run]
 ) -> None:
-    """Append the strings under `obj` (the value of step depth-1) to `texts`."""
-    steps = path.steps
-    last = len(steps) - 1
-    if depth > last:
-        if isinstance(obj, str):
-            groups.append((path, prefix, len(texts), False))
-            texts.append(obj)
+    """Any text path: the texts under `obj`, the JSON value reached by step depth-1."""
+    if type(obj) is not dict:
         return
-    step = steps[depth]
-    value = getattr(obj, step.name, None)
-    if value is None:
-        return
+    step = path.steps[depth]
+    last = depth == len(path.steps) - 1
+    value = obj.get(step.name)
     if not step.each:
-        _collect(value, path, depth + 1, prefix, texts, groups)
+        if not last:
+            _walk(value, path, depth + 1, prefix, texts, runs)
+        elif type(value) is str:
+            runs.append((len(texts), obj, step.name, False, path, prefix))
+            texts.append(value)
         return
-    if depth == last:
-        groups.append((path, prefix, len(texts), True))
-        texts.extend(v if isinstance(v, str) else "" for v in value)
-    elif depth + 1 == last and not steps[last].each:
-        # A list of models and one text field of each: the common case (events).
-        values = list(map(attrgetter(steps[last].name), value))
-        if path.leaf_optional and None in values:
-            values = [v if isinstance(v, str) else "" for v in values]
-        groups.append((path, prefix, len(texts), True))
-        texts.extend(values)
-    else:
-        for i, item in enumerate(value):
-            if item is not None:
-                _collect(item, path, depth + 1, (*prefix, i), texts, groups)
-
-
-def _replace(
-    obj: Any, steps: tuple[_Step, ...], depth: int, indexes: tuple[int, ...], new: Any
-) -> Any:
-    step = steps[depth]
-    last = depth == len(steps) - 1
-    value = getattr(obj, step.name)
-    if step.each:
-        items = list(value)
-        i = indexes[0]
-        items[i] = new if last else _replace(items[i], steps, depth + 1, indexes[1:], new)
-        replacement: Any = items
-    else:
-        replacement = new if last else _replace(value, steps, depth + 1, indexes, new)
-    return obj.model_copy(update={step.name: replacement})
+    if type(value) is not list:
+        return
+    if last:  # a list of texts
+        runs.append((len(texts), value, None, True, path, prefix))
+        texts.extend(value)
+        return
+    for i, item in enumerate(value):
+        _walk(item, path, depth + 1, (*prefix, i), texts, runs)
 
 
 def _format_path(path: str, indexes: tuple[int, ...]) -> str:

@@ -47,7 +47,8 @@ class Prefilter(Protocol):
     engine: str
 
     def scan(self, texts: Sequence[str]) -> dict[int, Hits]:
-        """{index of a text: the anchors it contains}, texts without any left out."""
+        """{index of a text: the anchors it contains}, texts without any left out.
+        Raises TypeError when an item is not a string."""
         ...
 
 
@@ -162,7 +163,8 @@ class HyperscanPrefilter:
         if self._empty or not texts:
             return {}
         # One buffer, one pass: a call per text would cost more than the scan itself.
-        joined = texts[0] if len(texts) == 1 else _SEPARATOR.join(texts)
+        # (Joining one text returns it; a non-string raises TypeError, as documented.)
+        joined = _SEPARATOR.join(texts)
         hits: list[tuple[int, int]] = []
         self._database.scan(
             joined.encode("utf-8", "surrogatepass"),
