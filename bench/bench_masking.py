@@ -46,18 +46,6 @@ def best_us(func: Callable[[], Any], number: int, repeat: int) -> float:
     return best * 1e6
 
 
-def outside_texts(masker: Masker, data: dict[str, Any]) -> list[str]:
-    """The non-empty texts of a job that masking scans."""
-    texts: list[Any] = []
-    runs: list[Any] = []
-    for root_name, collectors in masker._text_roots:
-        root = data.get(root_name)
-        if type(root) is dict:
-            for collect in collectors:
-                collect(root, texts, runs)
-    return [t for t in texts if t]
-
-
 def bench_job(name: str, engines: list[str], number: int, repeat: int) -> None:
     config = load_config(JOBS / "worker.yaml")
     body = (JOBS / name).read_bytes()
@@ -66,7 +54,7 @@ def bench_job(name: str, engines: list[str], number: int, repeat: int) -> None:
     job = Job.model_validate(data)
     off = Renderer(config.model_copy(update={"masking": MaskingConfig(enabled=False)}))
     maskers = {engine: Masker(config.masking, engine=engine) for engine in engines}
-    texts = outside_texts(maskers[engines[0]], data)
+    texts = [t for t in maskers[engines[0]].collect_texts(data)[0] if t]
 
     print(
         f"\n{name}: {len(body):,} bytes; {len(texts)} outside-world texts, "

@@ -86,17 +86,6 @@ def _walked_texts(masker: Masker, data: dict[str, Any]) -> list[Any]:
     return texts
 
 
-def _collected_texts(masker: Masker, data: dict[str, Any]) -> list[Any]:
-    texts: list[Any] = []
-    runs: list[Any] = []
-    for root_name, collectors in masker._text_roots:
-        root = data.get(root_name)
-        if type(root) is dict:
-            for collect in collectors:
-                collect(root, texts, runs)
-    return texts
-
-
 BENCH_JOB_FILES = sorted(BENCH_JOBS.glob("*.json")) + sorted(
     (REPO / "bench" / "jobs").glob("*.json")
 )
@@ -130,7 +119,7 @@ MALFORMED = [
 def test_compiled_text_collectors_walk_like_the_generic_walker(job_data: dict[str, Any]) -> None:
     masker = Masker(MaskingConfig())
     # The collectors keep a placeholder for each malformed item (scanned as no text).
-    texts = [t for t in _collected_texts(masker, job_data) if type(t) is str]
+    texts = [t for t in masker.collect_texts(job_data)[0] if type(t) is str]
     assert texts == _walked_texts(masker, job_data)
 
 

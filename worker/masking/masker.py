@@ -353,13 +353,7 @@ class Masker:
         """
         if type(data) is not dict:
             return {}
-        texts: list[Any] = []
-        runs: list[_Run] = []
-        for root_name, collectors in self._text_roots:
-            root = data.get(root_name)
-            if type(root) is dict:
-                for collect in collectors:
-                    collect(root, texts, runs)
+        texts, runs = self.collect_texts(data)
         counts: Counter[str] = Counter()
         for path in self._data_paths:
             holder = _holder(data, path)
@@ -379,6 +373,20 @@ class Masker:
             if selected:
                 self._mask_runs(texts, runs, found, selected, counts)
         return dict(counts)
+
+    def collect_texts(self, data: dict[str, Any]) -> tuple[list[Any], list[_Run]]:
+        """The values at the text paths of a parsed job, and where each run of them is.
+
+        A value that is not a string where the models want one is kept as it is (the
+        scan then fails on it and it is masked as no text)."""
+        texts: list[Any] = []
+        runs: list[_Run] = []
+        for root_name, collectors in self._text_roots:
+            root = data.get(root_name)
+            if type(root) is dict:
+                for collect in collectors:
+                    collect(root, texts, runs)
+        return texts, runs
 
     def _mask_runs(
         self,
