@@ -172,7 +172,8 @@ async def test_connection_closed_by_the_broker_mid_run(
     # connection: other users of the shared broker keep theirs.
     worker = start_worker()
     await worker.wait_ready()
-    ids, calls = start_calls(client, 1500, "closed")
+    # Enough jobs that the close (rabbitmqctl takes a while) lands mid-run.
+    ids, calls = start_calls(client, 5000, "closed")
     await at_least(calls, 100)
 
     assert close_connections_of(worker.pid) == 1
@@ -180,7 +181,16 @@ async def test_connection_closed_by_the_broker_mid_run(
     # so the not-ready window can be milliseconds here: the outage test below holds
     # the broker away long enough to watch /readyz; this one checks the log.
     await all_answered(ids, calls)
-    events = [e["event"] for e in worker.log_events() if e.get("component") == "worker"]
+
+    def worker_events() -> list[str]:
+        return [e["event"] for e in worker.log_events() if e.get("component") == "worker"]
+
+    async def reconnected() -> bool:
+        return "broker_reconnected" in worker_events()
+
+    # Jobs answered before the close landed need no reconnect: wait for it as such.
+    await wait_for(reconnected, 30, "the worker to log its reconnect")
+    events = worker_events()
     assert events.index("broker_link_down") < events.index("broker_reconnected")
     _, metrics = await worker.http_get("/metrics")
     assert "prompt_worker_reconnects_total 1.0" in metrics
