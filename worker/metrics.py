@@ -103,7 +103,7 @@ class Metrics:
         )
         self.render_seconds = Histogram(
             "prompt_worker_render_seconds",
-            "Time spent building the messages of ok jobs.",
+            "Time spent masking and building the messages of ok jobs.",
             ("kind",),
             buckets=RENDER_BUCKETS,
             registry=r,

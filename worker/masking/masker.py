@@ -15,7 +15,7 @@ never the text.
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -261,18 +261,6 @@ class Masker:
             return REDACTION_NOTICE
         tally.update(local)
         return masked
-
-    def mask_texts(self, texts: Sequence[str]) -> tuple[list[str], dict[str, int]]:
-        """Mask several independent texts with one prefilter pass."""
-        counts: Counter[str] = Counter()
-        found = self.prefilter.scan(texts)
-        masked = list(texts)
-        indexes = range(len(texts)) if self._always else found
-        for index in indexes:
-            masked[index] = self._guarded(
-                texts[index], found.get(index, {}), counts, f"text[{index}]"
-            )
-        return masked, dict(counts)
 
     # -- structured values ----------------------------------------------------------
 
