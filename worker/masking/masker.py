@@ -156,6 +156,10 @@ class Masker:
         for path in self._text_paths:
             by_root.setdefault(path.steps[0].name, []).append(_collector(path))
         self._text_roots = tuple((root, tuple(cs)) for root, cs in by_root.items())
+        data_by_root: dict[str, list[_Path]] = {}
+        for path in self._data_paths:
+            data_by_root.setdefault(path.steps[0].name, []).append(path)
+        self._data_roots = tuple((root, tuple(ps)) for root, ps in data_by_root.items())
 
     @classmethod
     def from_config(cls, config: MaskingConfig) -> "Masker":
@@ -341,16 +345,21 @@ class Masker:
         """
         if type(data) is not dict:
             return {}
+        # Built only for a job with something to look at: most jobs have nothing.
+        counts: Counter[str] | None = None
+        for root_name, paths in self._data_roots:
+            if type(data.get(root_name)) is not dict:
+                continue
+            for path in paths:
+                holder = _holder(data, path)
+                value = holder.get(path.steps[-1].name) if holder is not None else None
+                if value is not None:
+                    counts = Counter() if counts is None else counts
+                    masked = self.mask_data(value, counts, path.text)
+                    if masked is not value:
+                        assert holder is not None
+                        holder[path.steps[-1].name] = masked
         texts, runs = self.collect_texts(data)
-        counts: Counter[str] = Counter()
-        for path in self._data_paths:
-            holder = _holder(data, path)
-            value = holder.get(path.steps[-1].name) if holder is not None else None
-            if value is not None:
-                masked = self.mask_data(value, counts, path.text)
-                if masked is not value:
-                    assert holder is not None
-                    holder[path.steps[-1].name] = masked
         if texts:
             try:
                 found = self.prefilter.scan(texts)
@@ -359,8 +368,9 @@ class Masker:
                 found = self.prefilter.scan(texts)
             selected = range(len(texts)) if self._always else found
             if selected:
+                counts = Counter() if counts is None else counts
                 self._mask_runs(texts, runs, found, selected, counts)
-        return dict(counts)
+        return dict(counts) if counts else {}
 
     def collect_texts(self, data: dict[str, Any]) -> tuple[list[Any], list[_Run]]:
         """The values at the text paths of a parsed job, and where each run of them is.
