@@ -150,15 +150,17 @@ class Masker:
         paths = [_parse_path(path, shape is DATA) for path, shape in all_paths()]
         self._text_paths = tuple(p for p in paths if not p.data)
         self._data_paths = tuple(p for p in paths if p.data)
-        # Structured values are found by `_holder`, which walks objects only.
+        # Structured values are found by `_object_at`, which walks objects only.
         assert not any(step.each for p in self._data_paths for step in p.steps), self._data_paths
         by_root: dict[str, list[_Collector]] = {}
         for path in self._text_paths:
             by_root.setdefault(path.steps[0].name, []).append(_collector(path))
         self._text_roots = tuple((root, tuple(cs)) for root, cs in by_root.items())
-        data_by_root: dict[str, list[_Path]] = {}
+        # Per payload: the names between it and each value's key, and the path.
+        data_by_root: dict[str, list[tuple[tuple[str, ...], str, _Path]]] = {}
         for path in self._data_paths:
-            data_by_root.setdefault(path.steps[0].name, []).append(path)
+            *between, name = (step.name for step in path.steps[1:])
+            data_by_root.setdefault(path.steps[0].name, []).append((tuple(between), name, path))
         self._data_roots = tuple((root, tuple(ps)) for root, ps in data_by_root.items())
 
     @classmethod
@@ -348,17 +350,18 @@ class Masker:
         # Built only for a job with something to look at: most jobs have nothing.
         counts: Counter[str] | None = None
         for root_name, paths in self._data_roots:
-            if type(data.get(root_name)) is not dict:
+            root = data.get(root_name)
+            if type(root) is not dict:
                 continue
-            for path in paths:
-                holder = _holder(data, path)
-                value = holder.get(path.steps[-1].name) if holder is not None else None
-                if value is not None:
-                    counts = Counter() if counts is None else counts
-                    masked = self.mask_data(value, counts, path.text)
-                    if masked is not value:
-                        assert holder is not None
-                        holder[path.steps[-1].name] = masked
+            for between, name, path in paths:
+                holder = _object_at(root, between)
+                value = holder.get(name) if holder is not None else None
+                if holder is None or value is None:
+                    continue
+                counts = Counter() if counts is None else counts
+                masked = self.mask_data(value, counts, path.text)
+                if masked is not value:
+                    holder[name] = masked
         texts, runs = self.collect_texts(data)
         if texts:
             try:
@@ -413,15 +416,14 @@ class Masker:
                 holder[offset][key] = masked
 
 
-def _holder(data: dict[str, Any], path: _Path) -> dict[str, Any] | None:
-    """The object holding the last step of a path without lists, if the JSON has it."""
-    holder = data
-    for step in path.steps[:-1]:
-        value = holder.get(step.name)
+def _object_at(obj: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any] | None:
+    """The object reached from `obj` through the keys `names`, if the JSON has one."""
+    for name in names:
+        value = obj.get(name)
         if type(value) is not dict:
             return None
-        holder = value
-    return holder
+        obj = value
+    return obj
 
 
 def _values(items: list[Any], key: str, get: Callable[[Any], Any]) -> list[Any]:
@@ -434,34 +436,25 @@ def _values(items: list[Any], key: str, get: Callable[[Any], Any]) -> list[Any]:
 
 def _collector(path: _Path) -> _Collector:
     """The collector of one text path, specialised to its shape once: the shapes of the
-    text paths are few (a field; a field of a field; a field of each item of a list;
-    the same one list deeper), and walking a job's texts is on every job's path.
-    Other shapes use `_walk`."""
+    text paths are few (a field, at any depth; a field of each item of a list; the same
+    one list deeper), and walking a job's texts is on every job's path. Other shapes
+    use `_walk`."""
     steps = path.steps[1:]
     shape = tuple(step.each for step in steps)
     names = [step.name for step in steps]
 
-    if shape == (False,):
-        [name] = names
+    if not any(shape):
+        *between, name = names
+        outer = tuple(between)
 
         def field(root: dict[str, Any], texts: list[Any], runs: list[_Run]) -> None:
-            value = root.get(name)
-            if type(value) is str:
-                runs.append((len(texts), root, name, False, path, ()))
-                texts.append(value)
-
-        return field
-    if shape == (False, False):
-        outer, name = names
-
-        def field_of_field(root: dict[str, Any], texts: list[Any], runs: list[_Run]) -> None:
-            holder = root.get(outer)
-            value = holder.get(name) if type(holder) is dict else None
+            holder = _object_at(root, outer) if outer else root
+            value = holder.get(name) if holder is not None else None
             if type(value) is str:
                 runs.append((len(texts), holder, name, False, path, ()))
                 texts.append(value)
 
-        return field_of_field
+        return field
     if shape == (True, False):
         items_name, key = names
         get = itemgetter(key)
