@@ -15,7 +15,7 @@ import threading
 from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import accumulate
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
@@ -123,11 +123,11 @@ class HyperscanPrefilter:
             return
         expressions: list[bytes] = []
         flags: list[int] = []
-        # Per expression: its anchor, what a hit means, and the literal's length in
-        # bytes when a hit tells where the literal starts (its length before the end).
+        # Per expression: its anchor, what a hit means, and for a literal its length in
+        # bytes, which tells where a hit starts (unused for patterns).
         self._anchor: list[int] = []
         self._role: list[int] = []
-        self._lengths: list[int | None] = []
+        self._lengths: list[int] = []
         self._anchors = list(anchors)
 
         def add(anchor: int, expression: str, role: int, literal: str | None) -> None:
@@ -135,7 +135,7 @@ class HyperscanPrefilter:
             flags.append(_hs.HS_FLAG_CASELESS if anchors[anchor].caseless else 0)
             self._anchor.append(anchor)
             self._role.append(role)
-            self._lengths.append(None if literal is None else len(literal.encode("utf-8")))
+            self._lengths.append(0 if literal is None else len(literal.encode("utf-8")))
 
         for i, a in enumerate(anchors):
             if a.split is not None:
@@ -204,28 +204,15 @@ class HyperscanPrefilter:
             if role == _EXACT:
                 found.setdefault(index, {})[anchor] = None
                 continue
-            # Byte offsets are character offsets only in ASCII text.
-            exact = all_ascii or texts[index].isascii()
+            # Where the literal starts in its text: byte offsets are character offsets
+            # only in ASCII text; elsewhere it is searched for when needed.
+            start: int | None = None
+            if all_ascii or texts[index].isascii():
+                start = end - lengths[expression] - (ends[index - 1] + index if index else 0)
             if role == _CANDIDATE:
-                key = (index, anchor)
-                starts = candidates.get(key, [])
-                if starts is not None:
-                    if exact:
-                        length = lengths[expression]
-                        assert length is not None
-                        starts.append(end - length - (ends[index - 1] + index if index else 0))
-                    candidates[key] = starts if exact else None
-                continue
-            per_text = found.setdefault(index, {})
-            if not exact:
-                per_text[anchor] = None  # the detectors search for themselves
-                continue
-            positions = per_text.get(anchor, [])
-            if positions is not None:
-                length = lengths[expression]
-                assert length is not None
-                positions.append(end - length - (ends[index - 1] + index if index else 0))
-                per_text[anchor] = positions
+                _add_start(candidates, (index, anchor), start)
+            else:
+                _add_start(found.setdefault(index, {}), anchor, start)
         for (index, anchor), starts in candidates.items():
             if anchor in found.get(index, ()):
                 continue  # already decided by its quick pattern
@@ -237,6 +224,21 @@ class HyperscanPrefilter:
             if split.confirm(text, sorted(starts)):
                 found.setdefault(index, {})[anchor] = None
         return found
+
+
+_Key = TypeVar("_Key")
+
+
+def _add_start(table: dict[_Key, list[int] | None], key: _Key, start: int | None) -> None:
+    """Record where an occurrence starts; None for good once one start is unknown."""
+    starts = table.get(key, [])
+    if starts is None:
+        return
+    if start is None:
+        table[key] = None
+        return
+    starts.append(start)
+    table[key] = starts
 
 
 def _find_all(text: str, anchor: Anchor) -> list[int]:
