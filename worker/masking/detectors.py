@@ -80,6 +80,8 @@ _KEY_RUN = re.compile(r"[A-Za-z0-9_.\-]+")
 
 def _key_run_end(text: str, start: int) -> int:
     """Where the run of key characters starting at `start` ends."""
+    if start >= len(text) or text[start] not in KEY_CHARS:
+        return start  # the usual case (a keyword in prose), without a regex call
     match = _KEY_RUN.match(text, start)
     return match.end() if match else start
 

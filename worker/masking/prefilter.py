@@ -12,7 +12,7 @@ Both engines fold ASCII case only, so they agree on every input; a test checks i
 
 import re
 import threading
-from bisect import bisect_left
+from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any, Protocol, TypeVar
@@ -29,6 +29,7 @@ log = structlog.get_logger(__name__)
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _SEPARATOR = "\0"
+_SEPARATOR_SIZE = len(_SEPARATOR)
 
 _hs: Any
 try:  # optional accelerator: a dependency on x86-64, absent elsewhere
@@ -174,32 +175,28 @@ class HyperscanPrefilter:
         )
         if not hits:
             return {}
-        # Where each text ends in the buffer, to map hits to texts: cumulative sizes (a
-        # C-speed accumulate) plus one separator per text before it.
+        # Where each text ends in the buffer, to map hits to texts: `bounds[i]` is the
+        # size of texts 0..i with one separator each (C-speed accumulate), so the text
+        # holding a hit's last byte is the first i with bounds[i] > end. Only as far as
+        # the last hit: hits usually sit in the first few texts.
         all_ascii = joined.isascii()
         sizes = (
             map(len, texts)
             if all_ascii
             else (len(t.encode("utf-8", "surrogatepass")) for t in texts)
         )
-        # Only as far as the last hit: hits usually sit in the first few texts.
         last = hits[-1][0]
-        ends: list[int] = []
-        for index, text_end in enumerate(accumulate(sizes)):
-            ends.append(text_end)
-            if text_end + index >= last:
+        bounds: list[int] = []
+        for bound in accumulate(map(_SEPARATOR_SIZE.__add__, sizes)):
+            bounds.append(bound)
+            if bound > last:
                 break
         anchor_of, role_of, lengths = self._anchor, self._role, self._lengths
-        count = len(texts)
         found: dict[int, Hits] = {}
         # (text, anchor) -> start positions, or None when they must be searched for.
         candidates: dict[tuple[int, int], list[int] | None] = {}
         for end, expression in hits:
-            # The text holding the hit's last byte: the first i with ends[i] + i >= end
-            # (i separators precede text i). ends[i] >= end - count bounds it below.
-            index = bisect_left(ends, end - count)
-            while ends[index] + index < end:
-                index += 1
+            index = bisect_right(bounds, end)
             anchor, role = anchor_of[expression], role_of[expression]
             if role == _EXACT:
                 found.setdefault(index, {})[anchor] = None
@@ -208,7 +205,7 @@ class HyperscanPrefilter:
             # only in ASCII text; elsewhere it is searched for when needed.
             start: int | None = None
             if all_ascii or texts[index].isascii():
-                start = end - lengths[expression] - (ends[index - 1] + index if index else 0)
+                start = end - lengths[expression] - (bounds[index - 1] if index else 0)
             if role == _CANDIDATE:
                 _add_start(candidates, (index, anchor), start)
             else:
