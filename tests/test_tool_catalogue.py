@@ -4,6 +4,9 @@ import json
 from typing import Any
 
 import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemas.job import Job, Tool
 from worker.prompt.catalogue import CATALOGUES, ToolCatalogueMemo
@@ -91,3 +94,132 @@ def test_text_is_kept_only_for_catalogued_lists() -> None:
     memo.remember_text(known, "text")
     assert memo.text(known) == "text"
     assert memo.text(list(known)) is None  # an equal but different list is not trusted
+
+
+# -- known catalogues cut out of the raw bytes ---------------------------------------
+
+COMPACT = orjson.dumps(TOOLS)
+
+
+RENDERER = Renderer()
+
+
+def reply_without_timing(body: bytes) -> dict[str, Any]:
+    reply: dict[str, Any] = orjson.loads(RENDERER.render(body).body)
+    reply.get("meta", {}).pop("render_ms", None)
+    return reply
+
+
+def memo_free(body: bytes) -> dict[str, Any]:
+    CATALOGUES.clear()
+    return reply_without_timing(body)
+
+
+def warm(spelling_source: bytes) -> None:
+    """Teach the memo the catalogue and its spelling in `spelling_source`."""
+    CATALOGUES.clear()
+    RENDERER.render(spelling_source)  # remembered by its JSON
+    RENDERER.render(spelling_source)  # seen again: its spelling is learnt
+    assert CATALOGUES.spellings() == 1
+
+
+def test_a_repeated_catalogue_is_cut_out_of_the_next_body() -> None:
+    first = job("1", alert="first")
+    warm(first)
+    body = job("2", alert="second")
+    data, tools = Renderer._load(body)
+    assert "tools" not in data
+    assert tools is CATALOGUES.tools(COMPACT)  # the memoised list itself
+    assert data == {k: v for k, v in json.loads(body).items() if k != "tools"}
+    located = reply_without_timing(body)
+    assert located == memo_free(body)
+    assert located["status"] == "ok"
+
+
+def test_spellings_are_learnt_once_the_catalogue_is_known() -> None:
+    pretty = json.dumps({"job_id": "p", "kind": "react", "tools": TOOLS}, indent=2).encode()
+    compact = orjson.dumps({"job_id": "c", "kind": "react", "tools": TOOLS})
+    CATALOGUES.clear()
+    renderer = Renderer()
+    for body, spellings in ((compact, 0), (compact, 1), (compact, 1), (pretty, 2), (pretty, 2)):
+        renderer.render(body)
+        assert CATALOGUES.spellings() == spellings
+    assert Renderer._load(pretty)[1] is Renderer._load(compact)[1] is not None
+
+
+def test_a_one_off_catalogue_costs_no_learning() -> None:
+    CATALOGUES.clear()
+    Renderer().render(job("once"))
+    assert CATALOGUES.spellings() == 0
+
+
+def raw_job(*members: str) -> bytes:
+    return ("{" + ",".join(members) + "}").encode()
+
+
+SPELT = COMPACT.decode()
+BASE = ['"job_id":"j"', '"kind":"react"']
+TEACHER = raw_job('"job_id":"teacher"', '"kind":"react"', f'"tools":{SPELT}')
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        # the same spelling nested deeper, before the job's own key or instead of it
+        [*BASE, f'"stage":{{"tools":{SPELT}}}', f'"tools":{SPELT}'],
+        [*BASE, f'"stage":{{"tools":{SPELT}}}'],
+        [*BASE, f'"stage":{{"tools":{SPELT}}}', '"tools":[]'],
+        # a key given twice: the last one counts
+        [*BASE, f'"tools":{SPELT}', '"tools":[]'],
+        [*BASE, '"tools":[]', f'"tools":{SPELT}'],
+        [*BASE, f'"tools":{SPELT}', f'"tools":{SPELT}'],
+        # a key that only ends with "tools
+        [*BASE, f'"x\\"tools":{SPELT}'],
+        # the spelling as the start of a longer list, and inside a string
+        [*BASE, f'"tools":{SPELT[:-1]},{{"name":"more"}}]'],
+        [*BASE, '"session":{"alert_data":' + json.dumps(f'"tools":{SPELT}') + "}"],
+        # not JSON after the spelling
+        [*BASE, f'"tools":{SPELT}x'],
+        [*BASE, f'"tools":{SPELT}', '"session":'],
+    ],
+)
+def test_tricky_bodies_render_as_without_the_memo(members: list[str]) -> None:
+    body = raw_job(*members)
+    expected = memo_free(body)
+    warm(TEACHER)
+    if f'tools":{SPELT}' in body.decode():
+        assert CATALOGUES.locate(body) is not None  # the cut is tried on this body
+    assert reply_without_timing(body) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    places=st.lists(
+        st.sampled_from(["top", "nested", "empty", "other", "string"]), min_size=1, max_size=4
+    ),
+    space=st.sampled_from(["", " ", "\n  "]),
+)
+def test_any_placement_of_a_known_spelling_renders_as_without_the_memo(
+    places: list[str], space: str
+) -> None:
+    values = {
+        "top": f'"tools":{space}{SPELT}',
+        "nested": f'"stage":{{"tools":{space}{SPELT}}}',
+        "empty": '"tools":[]',
+        "other": '"tools":[{"name":"other"}]',
+        "string": '"session":{"alert_data":' + json.dumps(SPELT) + "}",
+    }
+    body = raw_job(*BASE, *(values[p] for p in places))
+    expected = memo_free(body)
+    warm(TEACHER)
+    assert reply_without_timing(body) == expected
+
+
+def test_only_a_spelling_of_the_catalogue_itself_is_learnt() -> None:
+    other = orjson.dumps([{"name": "other", "description": "x" * 80}]).decode()
+    # The teacher's first "tools" key is a nested one holding another list.
+    teacher = raw_job(*BASE, f'"stage":{{"tools":{other}}}', f'"tools":{SPELT}')
+    warm(teacher)
+    body = raw_job(*BASE, f'"tools":{other}')
+    assert CATALOGUES.locate(body) is None
+    assert reply_without_timing(body) == memo_free(body)

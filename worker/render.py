@@ -6,6 +6,7 @@ The same object serves the queue consumer, `prompt-worker render` and `rerender`
 """
 
 import json
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from schemas.job import Job, kind_rule_violations
+from schemas.job import Job, Tool, kind_rule_violations
 from schemas.reply import ErrorCode
 from worker import __version__
 from worker.config import WorkerConfig
@@ -24,6 +25,10 @@ from worker.masking.masker import Masker
 from worker.prompt.catalogue import CATALOGUES
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+# Stands in for a known tool catalogue cut out of a body before parsing. Random per
+# process: finding it as the job's `tools` proves the cut was at the job's own key.
+_CATALOGUE_PLACEHOLDER = f"known-tool-catalogue-{secrets.token_hex(16)}"
+_CATALOGUE_PLACEHOLDER_JSON = orjson.dumps(_CATALOGUE_PLACEHOLDER)
 
 
 @dataclass(slots=True)
@@ -116,6 +121,30 @@ def _exact_integers(body: bytes | str, data: Any) -> Any:
             except (ValueError, RecursionError):
                 return data
     return data
+
+
+def _load_without_catalogue(body: bytes) -> tuple[Any, list[Tool]] | None:
+    """The parsed body without its tool list, when the list is a known catalogue
+    spelt as before: the catalogue's bytes are cut out before parsing, which was a fifth
+    of a typical ReAct job. None when the body holds no known spelling as the job's own
+    `tools`, or is not JSON (the caller parses it whole, for its own error message)."""
+    hit = CATALOGUES.locate(body)
+    if hit is None:
+        return None
+    start, end, tools = hit
+    view = memoryview(body)
+    spliced = b"".join((view[:start], _CATALOGUE_PLACEHOLDER_JSON, view[end:]))
+    try:
+        data = orjson.loads(spliced)
+    except orjson.JSONDecodeError:
+        return None
+    # Only the job's own key holds the placeholder now: after a cut in a nested "tools"
+    # (or in a key given twice, where the last one counts) something else is there.
+    if type(data) is not dict or data.get("tools") != _CATALOGUE_PLACEHOLDER:
+        return None
+    data = _exact_integers(spliced, data)
+    del data["tools"]
+    return data, tools
 
 
 def _peek_identity(data: Any) -> tuple[str | None, str | None]:
@@ -222,12 +251,11 @@ class Renderer:
         # orjson + python-mode validation measured faster than model_validate_json here:
         # arbitrary JSON (tool schemas) passes through instead of being rebuilt.
         try:
-            data = load_json(body)
+            data, tools = self._load(body)
         except ValueError as exc:
             return error_reply(
                 ErrorCode.INVALID_JSON, f"body is not valid JSON: {exc}", request_bytes=size
             )
-        data = _exact_integers(body, data)
         masked: dict[str, int] = {}
         masking_seconds = 0.0
         if self.masker is not None:
@@ -239,7 +267,7 @@ class Renderer:
                 return too_deep(*_peek_identity(data))
             masking_seconds = time.perf_counter() - started
         try:
-            job = self._validate(data)
+            job = self._validate(data, tools, body)
         except ValidationError as exc:
             job_id, kind = _peek_identity(data)
             return invalid_job(validation_details(exc), job_id, kind, size)
@@ -249,23 +277,40 @@ class Renderer:
         return ParsedJob(job, masked, masking_seconds)
 
     @staticmethod
-    def _validate(data: Any) -> Job:
-        """`Job.model_validate`, reusing the validated tool list of a known catalogue."""
-        raw_tools = data.get("tools") if type(data) is dict else None
-        if type(raw_tools) is not list or not raw_tools:
-            return Job.model_validate(data)
-        try:
-            key = orjson.dumps(raw_tools)
-        except orjson.JSONEncodeError:  # nested beyond orjson's limit: no memo for it
-            return Job.model_validate(data)
-        tools = CATALOGUES.tools(key)
+    def _load(body: bytes | str) -> tuple[Any, list[Tool] | None]:
+        """The parsed body, and the validated tool list when the body spells a known
+        catalogue (then the list is not in the returned data). Raises ValueError for a
+        body that is not JSON."""
+        if isinstance(body, bytes):
+            known = _load_without_catalogue(body)
+            if known is not None:
+                return known
+        return _exact_integers(body, load_json(body)), None
+
+    @staticmethod
+    def _validate(data: Any, tools: list[Tool] | None = None, body: bytes | str = b"") -> Job:
+        """`Job.model_validate`, reusing the validated list of a known catalogue: the
+        one `_load` cut out (`tools`), or one found by the list's JSON."""
         if tools is None:
-            job = Job.model_validate(data)
-            CATALOGUES.remember(key, job.tools)
-            return job
-        rest = data.copy()
-        del rest["tools"]
-        job = Job.model_validate(rest)
+            raw_tools = data.get("tools") if type(data) is dict else None
+            if type(raw_tools) is not list or not raw_tools:
+                return Job.model_validate(data)
+            try:
+                key = orjson.dumps(raw_tools)
+            except orjson.JSONEncodeError:  # nested beyond orjson's limit: no memo for it
+                return Job.model_validate(data)
+            tools = CATALOGUES.tools(key)
+            if tools is None:
+                job = Job.model_validate(data)
+                CATALOGUES.remember(key, job.tools)
+                return job
+            if isinstance(body, bytes):
+                # Seen before, yet not found in the bytes: learn how this producer
+                # spells it, so that its next job skips parsing it.
+                CATALOGUES.learn_spelling(body, key)
+            data = data.copy()
+            del data["tools"]
+        job = Job.model_validate(data)
         # What model_copy(update=...) does, in place: the job is new and not yet shared,
         # and copying its other fields cost ~6 µs a job. The very list object is kept,
         # which is what the text memo keys on.

@@ -5,18 +5,39 @@ per-job time of a typical ReAct job, for output that only depends on the list's 
 The memo maps the list's JSON bytes to one validated list object, and that object to
 its formatted text. Output is unaffected: equal JSON validates to equal tools, which
 format to equal text. Bounded; cleared when full.
+
+Parsing the list costs more than validating it once it is memoised (a fifth of the
+typical ReAct job), so the memo also learns how producers spell a catalogue in their
+bodies: `locate` finds a known spelling as the value of a `"tools"` key in the raw
+bytes, and the renderer parses the body with the catalogue cut out (see
+`Renderer._load`, which checks that the key it found is the job's own). A spelling is
+learnt from the second job carrying the catalogue, so jobs with one-off catalogues pay
+nothing for it.
 """
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import orjson
 
 from schemas.job import Tool
+
+_TOOLS_KEY = b'"tools":'
+_JSON_SPACE = b" \t\n\r"
+# Spellings are found by their first bytes; shorter catalogues are cheap to parse.
+_PREFIX = 64
+# Learning a spelling decodes part of the body: a few tries per catalogue at most.
+_MAX_LEARN_ATTEMPTS = 3
+_DECODER = json.JSONDecoder()
 
 
 @dataclass(slots=True)
 class _Entry:
     tools: list[Tool]
     text: str | None = None
+    learn_attempts: int = 0
+    spellings: list[bytes] = field(default_factory=list)
 
 
 class ToolCatalogueMemo:
@@ -26,6 +47,8 @@ class ToolCatalogueMemo:
         # id(list) -> entry. The entry holds the list, so its id cannot be reused by
         # another object while the entry exists; lookups still check identity.
         self._by_id: dict[int, _Entry] = {}
+        # First bytes of a known spelling -> (spelling, entry).
+        self._by_prefix: dict[bytes, list[tuple[bytes, _Entry]]] = {}
 
     def tools(self, key: bytes) -> list[Tool] | None:
         entry = self._by_json.get(key)
@@ -50,12 +73,78 @@ class ToolCatalogueMemo:
         if entry is not None and entry.tools is tools:
             entry.text = text
 
+    def locate(self, body: bytes) -> tuple[int, int, list[Tool]] | None:
+        """A known spelling of a catalogue as the value of a `"tools"` key in `body`:
+        where it starts and ends, and the validated list. Whether that key is the job's
+        own (and not one nested deeper) is for the caller to check."""
+        if not self._by_prefix:
+            return None
+        found = body.find(_TOOLS_KEY)
+        while found >= 0:
+            start = _value_start(body, found + len(_TOOLS_KEY))
+            for spelling, entry in self._by_prefix.get(body[start : start + _PREFIX], ()):
+                if body.startswith(spelling, start):
+                    return start, start + len(spelling), entry.tools
+            found = body.find(_TOOLS_KEY, found + 1)
+        return None
+
+    def learn_spelling(self, body: bytes, key: bytes) -> None:
+        """Remember how `body` spells the known catalogue whose JSON is `key`, so that
+        `locate` finds it in the next body spelt alike."""
+        entry = self._by_json.get(key)
+        if entry is None or len(key) < _PREFIX or entry.learn_attempts >= _MAX_LEARN_ATTEMPTS:
+            return
+        entry.learn_attempts += 1
+        found = body.find(_TOOLS_KEY)
+        while found >= 0:
+            start = _value_start(body, found + len(_TOOLS_KEY))
+            spelling = _json_value_at(body, start, limit=8 * len(key) + 4096)
+            # Any value with the catalogue's JSON is a spelling of it, wherever it sits.
+            if spelling is not None and len(spelling) >= _PREFIX and _canonical(spelling) == key:
+                if spelling not in entry.spellings:
+                    entry.spellings.append(spelling)
+                    self._by_prefix.setdefault(spelling[:_PREFIX], []).append((spelling, entry))
+                return
+            found = body.find(_TOOLS_KEY, found + 1)
+
+    def spellings(self) -> int:
+        """How many spellings `locate` knows (for tests and diagnostics)."""
+        return sum(len(entries) for entries in self._by_prefix.values())
+
     def clear(self) -> None:
         self._by_json.clear()
         self._by_id.clear()
+        self._by_prefix.clear()
 
     def __len__(self) -> int:
         return len(self._by_json)
+
+
+def _value_start(body: bytes, index: int) -> int:
+    """Past the JSON whitespace at `index`."""
+    while body[index : index + 1] and body[index] in _JSON_SPACE:
+        index += 1
+    return index
+
+
+def _json_value_at(body: bytes, start: int, limit: int) -> bytes | None:
+    """The bytes of the JSON value starting at `start`, if it ends within `limit`."""
+    # A cut multi-byte character at the end of the window can only fall after the value.
+    window = body[start : start + limit].decode("utf-8", "ignore")
+    try:
+        _, end = _DECODER.raw_decode(window)
+    except (ValueError, RecursionError):
+        return None
+    return window[:end].encode()
+
+
+def _canonical(spelling: bytes) -> bytes | None:
+    """The JSON of a value as orjson writes it: equal for equal values (unlike `==`
+    in Python, where 1 == 1.0 == True)."""
+    try:
+        return orjson.dumps(orjson.loads(spelling))
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return None
 
 
 CATALOGUES = ToolCatalogueMemo()
