@@ -236,7 +236,8 @@ SPLIT_FRAGMENTS = st.sampled_from(
 @example("kind:Secret kind: Secret")
 @example(": Secret kind")  # "kind" must come before the colon, not at the end
 def test_split_anchors_decide_like_their_patterns(text: str) -> None:
-    """Quick pattern or confirmation at the literal's occurrences == the full pattern."""
+    """Quick pattern, or candidate pattern and confirmation at the literal's occurrences,
+    == the full pattern."""
     for anchor in SPLIT_ANCHORS.values():
         assert anchor.split is not None and anchor.pattern is not None
         flags = (re.IGNORECASE if anchor.caseless else 0) | re.ASCII
@@ -244,8 +245,10 @@ def test_split_anchors_decide_like_their_patterns(text: str) -> None:
         haystack = text.lower() if anchor.caseless else text
         literal = anchor.literal.lower() if anchor.caseless else anchor.literal
         starts = [i for i in range(len(text)) if haystack.startswith(literal, i)]
-        quick = anchor.split.quick is not None and re.search(anchor.split.quick, text, flags)
-        decided = bool(starts) and bool(quick or anchor.split.confirm(text, starts))
+        split = anchor.split
+        quick = split.quick is not None and re.search(split.quick, text, flags)
+        candidate = split.candidate is None or re.search(split.candidate, text, flags)
+        decided = bool(starts) and bool(quick or (candidate and split.confirm(text, starts)))
         assert decided == expected, anchor.literal
 
 

@@ -40,13 +40,16 @@ class Split:
 
     The pattern matches a text iff `quick` matches it (when given: every match of
     `quick` is a match of the pattern) or `confirm` holds at the occurrences of the
-    anchor's literal. For patterns whose literal is not where a match starts, which
+    anchor's literal (and then `candidate`, when given, matches too). For patterns whose literal is not where a match starts, which
     Hyperscan cannot lead with: `--[key]*token[key]*[ \t]` scanned as a pattern cost
     as much as all the other anchors together.
     """
 
     quick: str | None
     confirm: Confirm
+    # A pattern every match of the confirmed part lies within, scanned instead of the
+    # bare literal: prose mentions of a keyword then cost no confirmation.
+    candidate: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +134,13 @@ def _key_anchor(keyword: str) -> Anchor:
     return Anchor(
         keyword,
         pattern=f"{separator}|{flag}|{env_value}",
-        split=Split(f"{separator}|{env_value}", _flag_confirm(len(keyword))),
+        # A flag holds the keyword right after a key character (its own dash at least)
+        # and before key characters and a blank: "missing secrets" is no candidate.
+        split=Split(
+            f"{separator}|{env_value}",
+            _flag_confirm(len(keyword)),
+            candidate=rf"[A-Za-z0-9_.\-]{k}{_KEY_TAIL}[ \t]",
+        ),
     )
 
 

@@ -125,10 +125,10 @@ class HyperscanPrefilter:
         expressions: list[bytes] = []
         flags: list[int] = []
         # Per expression: its anchor, what a hit means, and for a literal its length in
-        # bytes, which tells where a hit starts (unused for patterns).
+        # bytes, which tells where a hit starts (None for patterns).
         self._anchor: list[int] = []
         self._role: list[int] = []
-        self._lengths: list[int] = []
+        self._lengths: list[int | None] = []
         self._anchors = list(anchors)
 
         def add(anchor: int, expression: str, role: int, literal: str | None) -> None:
@@ -136,13 +136,16 @@ class HyperscanPrefilter:
             flags.append(_hs.HS_FLAG_CASELESS if anchors[anchor].caseless else 0)
             self._anchor.append(anchor)
             self._role.append(role)
-            self._lengths.append(0 if literal is None else len(literal.encode("utf-8")))
+            self._lengths.append(None if literal is None else len(literal.encode("utf-8")))
 
         for i, a in enumerate(anchors):
             if a.split is not None:
                 if a.split.quick is not None:
                     add(i, a.split.quick, _EXACT, None)
-                add(i, _hs_escape(a.literal), _CANDIDATE, a.literal)
+                if a.split.candidate is not None:  # where the literal starts is unknown
+                    add(i, a.split.candidate, _CANDIDATE, None)
+                else:
+                    add(i, _hs_escape(a.literal), _CANDIDATE, a.literal)
             elif a.pattern is not None:
                 add(i, a.pattern, _EXACT, None)
             else:
@@ -204,8 +207,9 @@ class HyperscanPrefilter:
             # Where the literal starts in its text: byte offsets are character offsets
             # only in ASCII text; elsewhere it is searched for when needed.
             start: int | None = None
-            if all_ascii or texts[index].isascii():
-                start = end - lengths[expression] - (bounds[index - 1] if index else 0)
+            length = lengths[expression]
+            if length is not None and (all_ascii or texts[index].isascii()):
+                start = end - length - (bounds[index - 1] if index else 0)
             if role == _CANDIDATE:
                 _add_start(candidates, (index, anchor), start)
             else:
