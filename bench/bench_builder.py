@@ -8,6 +8,9 @@ validation, masking (when on), formatting, rendering and reply serialisation
     .venv/bin/python bench/bench_builder.py --json     # machine-readable
     .venv/bin/python bench/bench_builder.py --seconds 2 --repeat 7
 
+After the table, the masking overhead of each typical job: short runs with masking on
+and off back to back (`--pairs`, `--pair-seconds`), the median of the pairs' ratios.
+
 Cases whose job file is missing (a family not yet in the tree) are skipped with a note.
 """
 
@@ -78,14 +81,27 @@ CASES = [
 ]
 
 
-def time_per_call(func: Callable[[], object], seconds: float, repeat: int) -> list[float]:
-    """Seconds per call for each of `repeat` runs of about `seconds` each."""
+# Each typical job with masking on and off, for `masking_overhead`.
+MASKING_PAIRS = [
+    (CASES[0], CASES[1]),
+    (CASES[3], CASES[4]),
+]
+assert all(on.job == off.job and on.masking and not off.masking for on, off in MASKING_PAIRS)
+
+
+def calls_per_run(func: Callable[[], object], seconds: float) -> int:
+    """How many calls take about `seconds` (calling it for 0.2 s, which warms up)."""
     start = time.perf_counter()
     calls = 0
-    while time.perf_counter() - start < 0.2:  # calibrate and warm up
+    while time.perf_counter() - start < 0.2:
         func()
         calls += 1
-    per_run = max(1, int(calls / 0.2 * seconds))
+    return max(1, int(calls / 0.2 * seconds))
+
+
+def time_per_call(func: Callable[[], object], seconds: float, repeat: int) -> list[float]:
+    """Seconds per call for each of `repeat` runs of about `seconds` each."""
+    per_run = calls_per_run(func, seconds)
     results = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -95,7 +111,8 @@ def time_per_call(func: Callable[[], object], seconds: float, repeat: int) -> li
     return results
 
 
-def run_case(case: Case, seconds: float, repeat: int) -> dict[str, object]:
+def prepare(case: Case) -> tuple[Renderer, bytes, int]:
+    """The case's renderer, its job body and the size of the reply (checked to be ok)."""
     config = load_config(case.config)
     if not case.masking:
         config = WorkerConfig.model_validate(
@@ -108,6 +125,11 @@ def run_case(case: Case, seconds: float, repeat: int) -> dict[str, object]:
     outcome = renderer.render(body)
     if not outcome.ok:
         raise SystemExit(f"{case.name}: the job does not render: {outcome.body[:300]!r}")
+    return renderer, body, len(outcome.body)
+
+
+def run_case(case: Case, seconds: float, repeat: int) -> dict[str, object]:
+    renderer, body, reply_bytes = prepare(case)
 
     if case.cold_tool_cache:
 
@@ -124,11 +146,40 @@ def run_case(case: Case, seconds: float, repeat: int) -> dict[str, object]:
     return {
         "case": case.name,
         "job_bytes": len(body),
-        "reply_bytes": len(outcome.body),
+        "reply_bytes": reply_bytes,
         "median_us": round(median * 1e6, 1),
         "best_us": round(min(runs) * 1e6, 1),
         "jobs_per_s": round(1 / median),
         "target_jobs_per_s": case.target_jobs_per_s,
+    }
+
+
+def masking_overhead(on: Case, off: Case, seconds: float, repeat: int) -> dict[str, object]:
+    """What masking adds to one job, from `repeat` pairs of short runs with it on and
+    off, back to back: this shared machine's speed drifts by more than the difference
+    within seconds, and two neighbouring short runs share the drift."""
+    renderers = {case.masking: prepare(case)[:2] for case in (on, off)}
+    renderer, body = renderers[False]
+    calls_per_run(lambda: renderer.render(body), 0.2)  # warm up the off path too
+    renderer, body = renderers[True]
+    per_run = calls_per_run(lambda: renderer.render(body), seconds)
+    ratios = []
+    for _ in range(repeat):
+        times = {}
+        for masking, (renderer, body) in renderers.items():
+            t0 = time.perf_counter()
+            for _ in range(per_run):
+                renderer.render(body)
+            times[masking] = time.perf_counter() - t0
+        ratios.append(times[True] / times[False] - 1)
+    q1, median, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return {
+        "job": on.job.name,
+        "median_pct": round(100 * median, 1),
+        "q1_pct": round(100 * q1, 1),
+        "q3_pct": round(100 * q3, 1),
+        "pairs": len(ratios),
+        "target_pct": 25.0,
     }
 
 
@@ -139,6 +190,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="length of one timed run")
     parser.add_argument(
         "--repeat", type=int, default=5, help="timed runs per case (median reported)"
+    )
+    parser.add_argument(
+        "--pairs", type=int, default=101, help="masking on/off pairs per typical job"
+    )
+    parser.add_argument(
+        "--pair-seconds", type=float, default=0.05, help="length of each run of a pair"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--only", help="run only cases whose name contains this text")
@@ -156,6 +213,12 @@ def main() -> int:
             continue
         results.append(run_case(case, args.seconds, args.repeat))
 
+    overheads = [
+        masking_overhead(on, off, args.pair_seconds, args.pairs)
+        for on, off in MASKING_PAIRS
+        if not args.only or args.only in on.name or args.only in off.name
+    ]
+
     machine = {
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -163,7 +226,13 @@ def main() -> int:
         "cpus": os.cpu_count(),
     }
     if args.json:
-        print(json.dumps({"machine": machine, "results": results, "skipped": skipped}, indent=2))
+        report = {
+            "machine": machine,
+            "results": results,
+            "masking_overhead": overheads,
+            "skipped": skipped,
+        }
+        print(json.dumps(report, indent=2))
         return 0
     print(
         f"Python {machine['python']} on {machine['machine']}, {machine['cpus']} CPUs; pinned to one core"
@@ -177,6 +246,13 @@ def main() -> int:
         )
     for name in skipped:
         print(f"(skipped {name}: job file not present)")
+    if overheads:
+        print("\nmasking overhead, runs with masking on and off back to back (target <= 25%):")
+    for o in overheads:
+        print(
+            f"  {o['job']:28} median {o['median_pct']:+.1f}%   middle half of the pairs "
+            f"{o['q1_pct']:+.1f} to {o['q3_pct']:+.1f}%"
+        )
     return 0
 
 
