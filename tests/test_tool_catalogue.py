@@ -178,6 +178,11 @@ TEACHER = raw_job('"job_id":"teacher"', '"kind":"react"', f'"tools":{SPELT}')
         # the spelling as the start of a longer list, and inside a string
         [*BASE, f'"tools":{SPELT[:-1]},{{"name":"more"}}]'],
         [*BASE, '"session":{"alert_data":' + json.dumps(f'"tools":{SPELT}') + "}"],
+        # members after the catalogue: not looked for, parsed whole
+        [*BASE, f'"tools":{SPELT}', '"session":{"alert_data":"after"}'],
+        # an object's last member that is not the job's
+        [*BASE, f'"stage":{{"tools":{SPELT}}}'],
+        [*BASE, f'"other":{SPELT}'],
         # not JSON after the spelling
         [*BASE, f'"tools":{SPELT}x'],
         [*BASE, f'"tools":{SPELT}', '"session":'],
@@ -187,7 +192,7 @@ def test_tricky_bodies_render_as_without_the_memo(members: list[str]) -> None:
     body = raw_job(*members)
     expected = memo_free(body)
     warm(TEACHER)
-    if f'tools":{SPELT}' in body.decode():
+    if body.endswith(f'"tools":{SPELT}}}'.encode()):
         assert CATALOGUES.locate(body) is not None  # the cut is tried on this body
     assert reply_without_timing(body) == expected
 

@@ -125,9 +125,10 @@ def _exact_integers(body: bytes | str, data: Any) -> Any:
 
 def _load_without_catalogue(body: bytes) -> tuple[Any, list[Tool]] | None:
     """The parsed body without its tool list, when the list is a known catalogue
-    spelt as before: the catalogue's bytes are cut out before parsing, which was a fifth
-    of a typical ReAct job. None when the body holds no known spelling as the job's own
-    `tools`, or is not JSON (the caller parses it whole, for its own error message)."""
+    spelt as before and is the body's last member: the catalogue's bytes are cut out
+    before parsing, which was a fifth of a typical ReAct job. None when the body ends
+    with no known spelling as the job's own `tools`, or is not JSON (the caller parses
+    it whole, for its own error message)."""
     hit = CATALOGUES.locate(body)
     if hit is None:
         return None
