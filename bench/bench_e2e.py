@@ -7,7 +7,8 @@ uniquely named queues of the real topology (quorum request queue, dead-lettering
   start; jobs/s between the first and the last reply (start-up excluded), and the
   workers' CPU (processes and their children, from /proc) per job over that span.
   Repeated `--repeat` times, echo and render interleaved so that a noisy spell of the
-  machine lands on both; the table shows medians, each run is printed;
+  machine lands on both; the table shows medians, each run is printed, and the summary
+  adds the median ratio of each render drain to the echo drain just before it;
 * live: a closed loop keeping `--window` jobs in flight for `--live-seconds`;
   jobs/s and latency percentiles (publish to reply received);
 * sequential RPC: one job at a time (window 1); p50 and p99.
@@ -287,10 +288,17 @@ def table(rows: list[Figures]) -> str:
     for procs in sorted({r.processes for r in rows}):
         echo, real = by.get(("echo", procs)), by.get(("render", procs))
         if echo and real:
+            # Each render drain ran right after an echo drain: the ratios of these
+            # neighbours share the machine's drift, which the medians above do not.
+            pairs = list(zip(echo.drain_runs, real.drain_runs, strict=True))
+            paired_drain = statistics.median(r[0] / e[0] for e, r in pairs)
+            paired_cpu = statistics.median(r[1] / e[1] for e, r in pairs)
             lines.append(
                 f"\n{procs} process(es): drain {real.drain_jobs_per_s / echo.drain_jobs_per_s:.0%}"
                 f" of echo (target >= 80%), CPU/job {real.cpu_ms_per_job / echo.cpu_ms_per_job:.2f}x"
                 f" echo (target <= 1.25x), sequential p99 {real.seq_p99_ms:.2f} ms (target < 5 ms)"
+                f"\n  median of the {len(pairs)} echo/render pairs: drain {paired_drain:.0%},"
+                f" CPU/job {paired_cpu:.2f}x"
             )
     return "\n".join(lines)
 
