@@ -139,8 +139,9 @@ def _load_without_catalogue(body: bytes) -> tuple[Any, list[Tool]] | None:
         data = orjson.loads(spliced)
     except orjson.JSONDecodeError:
         return None
-    # Only the job's own key holds the placeholder now: after a cut in a nested "tools"
-    # (or in a key given twice, where the last one counts) something else is there.
+    # The cut was at the body's last member; only if that is the job's own `tools`
+    # (and not, say, a key `x"tools` whose escaped quote looked like the key's) does
+    # the job's `tools` hold the placeholder now.
     if type(data) is not dict or data.get("tools") != _CATALOGUE_PLACEHOLDER:
         return None
     data = _exact_integers(spliced, data)
@@ -291,7 +292,8 @@ class Renderer:
     @staticmethod
     def _validate(data: Any, tools: list[Tool] | None = None, body: bytes | str = b"") -> Job:
         """`Job.model_validate`, reusing the validated list of a known catalogue: the
-        one `_load` cut out (`tools`), or one found by the list's JSON."""
+        one `_load` cut out (`tools`), or one found by the list's JSON, in which case
+        the memo learns how `body` spells it."""
         if tools is None:
             raw_tools = data.get("tools") if type(data) is dict else None
             if type(raw_tools) is not list or not raw_tools:

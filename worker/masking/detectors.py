@@ -40,9 +40,10 @@ class Split:
 
     The pattern matches a text iff `quick` matches it (when given: every match of
     `quick` is a match of the pattern) or `confirm` holds at the occurrences of the
-    anchor's literal (and then `candidate`, when given, matches too). For patterns whose literal is not where a match starts, which
-    Hyperscan cannot lead with: `--[key]*token[key]*[ \t]` scanned as a pattern cost
-    as much as all the other anchors together.
+    anchor's literal (and then `candidate`, when given, matches too). For patterns
+    whose literal is not where a match starts, which Hyperscan cannot lead with:
+    `--[key]*token[key]*[ \t]` scanned as a pattern cost as much as all the other
+    anchors together.
     """
 
     quick: str | None
