@@ -136,8 +136,8 @@ def _load_without_catalogue(body: bytes) -> tuple[Any, list[Tool]] | None:
     view = memoryview(body)
     spliced = b"".join((view[:start], _CATALOGUE_PLACEHOLDER_JSON, view[end:]))
     try:
-        data = orjson.loads(spliced)
-    except orjson.JSONDecodeError:
+        data = load_json(spliced)
+    except ValueError:
         return None
     # The cut was at the body's last member; only if that is the job's own `tools`
     # (and not, say, a key `x"tools` whose escaped quote looked like the key's) does
