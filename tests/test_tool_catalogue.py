@@ -84,6 +84,34 @@ def test_memo_is_bounded() -> None:
         assert len(memo) <= 3
 
 
+def test_memo_is_bounded_in_bytes() -> None:
+    memo = ToolCatalogueMemo(max_bytes=1600)
+    assert memo.max_bytes // 16 == 100
+    memo.remember(b"x" * 101, [Tool(name="huge")])  # over a sixteenth: not kept
+    assert len(memo) == 0
+    for i in range(40):
+        memo.remember(str(i).encode() * (90 // len(str(i))), [Tool(name=str(i))])
+        assert memo.bytes_kept <= 1600
+    assert 0 < len(memo) < 40  # cleared on the way
+
+
+def test_spellings_count_against_the_byte_bound() -> None:
+    body = raw_job('"job_id":"j"', '"kind":"react"', f'"tools":{SPELT}')
+    tight = ToolCatalogueMemo(max_bytes=16 * len(COMPACT))
+    tight.remember(COMPACT, [Tool.model_validate(t) for t in TOOLS])
+    tight.learn_spelling(body, COMPACT)
+    assert tight.spellings() == 1
+    assert tight.bytes_kept == 2 * len(COMPACT)
+    full = ToolCatalogueMemo(max_bytes=16 * len(COMPACT))
+    full.remember(COMPACT, [Tool.model_validate(t) for t in TOOLS])
+    for i in range(15):  # other catalogues fill the memo to its bound
+        full.remember(b"%02d" % i + COMPACT[2:], [Tool(name=str(i))])
+    assert full.bytes_kept == full.max_bytes
+    full.learn_spelling(body, COMPACT)
+    assert full.spellings() == 0
+    assert full.tools(COMPACT) is not None  # still memoised, only not its spelling
+
+
 def test_text_is_kept_only_for_catalogued_lists() -> None:
     memo = ToolCatalogueMemo()
     stranger = [Tool(name="t")]

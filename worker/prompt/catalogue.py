@@ -46,8 +46,12 @@ class _Entry:
 
 
 class ToolCatalogueMemo:
-    def __init__(self, max_entries: int = 256) -> None:
+    def __init__(self, max_entries: int = 256, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.max_entries = max_entries
+        # Catalogues can be large (a job may be 32 MiB): the JSON and spellings kept are
+        # bounded in bytes too, and a catalogue over a sixteenth of that is not kept.
+        self.max_bytes = max_bytes
+        self._bytes = 0
         self._by_json: dict[bytes, _Entry] = {}
         # id(list) -> entry. The entry holds the list, so its id cannot be reused by
         # another object while the entry exists; lookups still check identity.
@@ -60,11 +64,14 @@ class ToolCatalogueMemo:
         return entry.tools if entry is not None else None
 
     def remember(self, key: bytes, tools: list[Tool]) -> None:
-        if len(self._by_json) >= self.max_entries:
+        if len(key) > self.max_bytes // 16:
+            return
+        if len(self._by_json) >= self.max_entries or self._bytes + len(key) > self.max_bytes:
             self.clear()
         entry = _Entry(tools)
         self._by_json[key] = entry
         self._by_id[id(tools)] = entry
+        self._bytes += len(key)
 
     def text(self, tools: Sequence[Tool]) -> str | None:
         entry = self._by_id.get(id(tools))
@@ -111,9 +118,12 @@ class ToolCatalogueMemo:
                 and len(spelling) >= _SUFFIX
                 and _canonical(spelling) == key
             ):
-                if spelling not in entry.spellings:
+                if spelling not in entry.spellings and (
+                    self._bytes + len(spelling) <= self.max_bytes
+                ):
                     entry.spellings.append(spelling)
                     self._by_suffix.setdefault(spelling[-_SUFFIX:], []).append((spelling, entry))
+                    self._bytes += len(spelling)
                 return
             found = body.find(_TOOLS_KEY, found + 1)
 
@@ -125,6 +135,12 @@ class ToolCatalogueMemo:
         self._by_json.clear()
         self._by_id.clear()
         self._by_suffix.clear()
+        self._bytes = 0
+
+    @property
+    def bytes_kept(self) -> int:
+        """Bytes of catalogue JSON and spellings held (for tests and diagnostics)."""
+        return self._bytes
 
     def __len__(self) -> int:
         return len(self._by_json)
