@@ -256,3 +256,11 @@ def test_only_a_spelling_of_the_catalogue_itself_is_learnt() -> None:
     body = raw_job(*BASE, f'"tools":{other}')
     assert CATALOGUES.locate(body) is None
     assert reply_without_timing(body) == memo_free(body)
+
+
+def test_members_after_the_catalogue_are_never_taken_for_part_of_it() -> None:
+    body = raw_job(*BASE, f'"tools":{SPELT}', '"chat":{"user_question":"why?"}')
+    expected = memo_free(body)
+    for _ in range(3):  # remembered, then seen again: nothing to learn from it
+        assert reply_without_timing(body) == expected
+    assert CATALOGUES.spellings() == 0

@@ -19,7 +19,6 @@ whole, as before. A spelling is learnt from the second job carrying the catalogu
 jobs with one-off catalogues pay nothing for it.
 """
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -32,9 +31,8 @@ _JSON_SPACE = b" \t\n\r"
 _CLOSING_BRACE = ord("}")
 # Spellings are found by their last bytes; shorter catalogues are cheap to parse.
 _SUFFIX = 64
-# Learning a spelling decodes part of the body: a few tries per catalogue at most.
+# Learning a spelling parses part of the body: a few tries per catalogue at most.
 _MAX_LEARN_ATTEMPTS = 3
-_DECODER = json.JSONDecoder()
 
 
 @dataclass(slots=True)
@@ -109,15 +107,11 @@ class ToolCatalogueMemo:
         end = _last_value_end(body)
         found = body.find(_TOOLS_KEY)
         while found >= 0:
-            start = _value_start(body, found + len(_TOOLS_KEY))
-            spelling = _json_value_at(body, start, limit=end - start)
-            # Any value with the catalogue's JSON is a spelling of it, wherever it sits.
-            if (
-                spelling is not None
-                and start + len(spelling) == end
-                and len(spelling) >= _SUFFIX
-                and _canonical(spelling) == key
-            ):
+            # From this key's value to the end of the last member: a spelling if these
+            # bytes are one JSON value with the catalogue's JSON (orjson refuses
+            # anything else, such as a nested key's value and what follows it).
+            spelling = body[_value_start(body, found + len(_TOOLS_KEY)) : end]
+            if len(spelling) >= _SUFFIX and _canonical(spelling) == key:
                 if spelling not in entry.spellings and (
                     self._bytes + len(spelling) <= self.max_bytes
                 ):
@@ -172,17 +166,6 @@ def _last_value_end(body: bytes) -> int:
 def _after_tools_key(body: bytes, start: int) -> bool:
     """Whether the value starting at `start` follows a `"tools":` key."""
     return body.endswith(_TOOLS_KEY, 0, _space_before(body, start))
-
-
-def _json_value_at(body: bytes, start: int, limit: int) -> bytes | None:
-    """The bytes of the JSON value starting at `start`, if it ends within `limit` bytes."""
-    # A cut multi-byte character at the end of the window can only fall after the value.
-    window = body[start : start + limit].decode("utf-8", "ignore")
-    try:
-        _, end = _DECODER.raw_decode(window)
-    except (ValueError, RecursionError):
-        return None
-    return window[:end].encode()
 
 
 def _canonical(spelling: bytes) -> bytes | None:
