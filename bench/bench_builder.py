@@ -159,10 +159,10 @@ def masking_overhead(on: Case, off: Case, seconds: float, repeat: int) -> dict[s
     off, back to back: this shared machine's speed drifts by more than the difference
     within seconds, and two neighbouring short runs share the drift."""
     renderers = {case.masking: prepare(case)[:2] for case in (on, off)}
-    renderer, body = renderers[False]
-    calls_per_run(lambda: renderer.render(body), 0.2)  # warm up the off path too
-    renderer, body = renderers[True]
-    per_run = calls_per_run(lambda: renderer.render(body), seconds)
+    off_renderer, off_body = renderers[False]
+    calls_per_run(lambda: off_renderer.render(off_body), 0.2)  # warms up the off path
+    on_renderer, on_body = renderers[True]
+    per_run = calls_per_run(lambda: on_renderer.render(on_body), seconds)
     ratios = []
     for _ in range(repeat):
         times = {}
