@@ -117,6 +117,18 @@ def test_final_stage_has_only_the_venv_and_config() -> None:
     assert not any(keyword == "RUN" and "pip" in args for keyword, args in final)
 
 
+def test_final_stage_installs_the_masking_engine_ci_tests() -> None:
+    """The image ships the system libhs that scripts/ensure-libhs installs for CI (where
+    tests/test_masking_engines.py insists on it), from Debian, with its lists removed."""
+    final = final_stage()
+    runs = [args for keyword, args in final if keyword == "RUN" and "apt-get" in args]
+    assert len(runs) == 1, runs
+    assert "libhyperscan5" in runs[0] and "--no-install-recommends" in runs[0]
+    assert runs[0].rstrip().endswith("rm -rf /var/lib/apt/lists/*")
+    ensure = (ROOT / "scripts" / "ensure-libhs").read_text(encoding="utf-8")
+    assert "install -y -qq --no-install-recommends libhyperscan5" in ensure
+
+
 def test_final_stage_runs_serve_as_non_root_with_documented_config() -> None:
     final = final_stage()
     users = [args for keyword, args in final if keyword == "USER"]

@@ -15,7 +15,11 @@ from worker.masking.masker import REDACTION_NOTICE, Masker
 
 CONFIG = MaskingConfig(groups=["secrets", "pii"])
 MASKER = Masker(CONFIG, engine="python")
-ENGINES = ["python"] + (["hyperscan"] if prefilter.HYPERSCAN_AVAILABLE else [])
+# The accelerated engines present here; CI has both (tests/test_masking_engines.py).
+FAST_ENGINES = (["hyperscan"] if prefilter.HYPERSCAN_AVAILABLE else []) + (
+    ["libhs"] if prefilter.libhs_available() else []
+)
+ENGINES = ["python", *FAST_ENGINES]
 MASKERS = {engine: Masker(CONFIG, engine=engine) for engine in ENGINES}
 
 # Pieces of the syntax the detectors key on, so generated text often comes close to a
@@ -252,11 +256,11 @@ def test_split_anchors_decide_like_their_patterns(text: str) -> None:
         assert decided == expected, anchor.literal
 
 
-@pytest.mark.skipif(not prefilter.HYPERSCAN_AVAILABLE, reason="hyperscan not installed")
+@pytest.mark.parametrize("engine", FAST_ENGINES)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(any_text)
-def test_hyperscan_and_python_engines_mask_alike(text: str) -> None:
-    assert mask(text, MASKERS["hyperscan"]) == mask(text)
+def test_accelerated_and_python_engines_mask_alike(engine: str, text: str) -> None:
+    assert mask(text, MASKERS[engine]) == mask(text)
 
 
 @pytest.mark.parametrize("case", BENIGN_CASES, ids=lambda c: c["id"])

@@ -94,6 +94,8 @@ async def serve(settings: Settings, config: WorkerConfig) -> int:
         version=__version__,
         http_port=settings.http_port or None,
         request_queue=settings.request_queue,
+        # Which scan runs masking: "libhs" is fastest, "python" means slow jobs.
+        masking_engine=renderer.masker.prefilter.engine if renderer.masker else None,
     )
     try:
         return await worker.run()

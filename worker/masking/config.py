@@ -6,7 +6,7 @@ rather than run with a pattern that silently never matches.
 """
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -90,6 +90,10 @@ class MaskingConfig(BaseModel):
     # producer's text (see `prompt-worker mask`).
     disabled: list[str] = Field(default_factory=list)
     patterns: list[CustomPattern] = Field(default_factory=list)
+    # What runs the one scan for anchors (docs/MASKING.md, "Performance"):
+    # `auto` takes the fastest that works here. Naming one makes the worker refuse to
+    # start without it, e.g. to insist on the system's libhs in production.
+    engine: Literal["auto", "libhs", "hyperscan", "python"] = "auto"
 
     @field_validator("groups")
     @classmethod

@@ -13,12 +13,13 @@ Both engines fold ASCII case only, so they agree on every input; a test checks i
 import re
 import threading
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from worker.masking import libhs
 from worker.masking.detectors import Anchor
 
 # Per text: anchor id -> start positions of its occurrences, or None when the engine
@@ -38,6 +39,11 @@ except ImportError:  # pragma: no cover - depends on the environment
     _hs = None
 
 HYPERSCAN_AVAILABLE = _hs is not None
+
+
+def libhs_available() -> bool:
+    """Whether the system's fat-runtime Hyperscan (see `libhs`) can be used here."""
+    return libhs.load() is not None
 
 
 def _ascii_lower(text: str) -> str:
@@ -104,8 +110,31 @@ def _hs_escape(literal: str) -> str:
     return "".join(c if c.isalnum() or not c.isascii() else "\\" + c for c in literal)
 
 
+# Scans one buffer: (end offset, expression id) of each match, in the order found.
+_ScanBuffer = Callable[[bytes], list[tuple[int, int]]]
+
+
 def _on_match(anchor: int, start: int, end: int, flags: int, hits: list[tuple[int, int]]) -> None:
     hits.append((end, anchor))
+
+
+def _wheel_scanner(expressions: list[bytes], flags: list[int]) -> _ScanBuffer:
+    assert _hs is not None
+    database = _hs.Database(mode=_hs.HS_MODE_BLOCK)
+    database.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
+    # Hyperscan scratch space may not be shared by concurrent scans: one per thread.
+    local = threading.local()
+
+    def scan(data: bytes) -> list[tuple[int, int]]:
+        scratch = getattr(local, "scratch", None)
+        if scratch is None:
+            assert _hs is not None
+            scratch = local.scratch = _hs.Scratch(database)
+        hits: list[tuple[int, int]] = []
+        database.scan(data, match_event_handler=_on_match, context=hits, scratch=scratch)
+        return hits
+
+    return scan
 
 
 # What a Hyperscan expression says about its anchor.
@@ -115,10 +144,12 @@ _CANDIDATE = 2  # an occurrence of a split anchor's literal: holds if `confirm` 
 
 
 class HyperscanPrefilter:
-    engine = "hyperscan"
+    """One Hyperscan pass over all texts. `library` says which build runs it: the
+    `hyperscan` wheel's (engine "hyperscan") or the system's libhs (engine "libhs",
+    faster where the wheel's baseline build lacks the CPU's vector instructions)."""
 
-    def __init__(self, anchors: Sequence[Anchor]) -> None:
-        assert _hs is not None
+    def __init__(self, anchors: Sequence[Anchor], library: str = "wheel") -> None:
+        self.engine = "libhs" if library == "libhs" else "hyperscan"
         self._empty = not anchors
         if self._empty:
             return
@@ -133,7 +164,7 @@ class HyperscanPrefilter:
 
         def add(anchor: int, expression: str, role: int, literal: str | None) -> None:
             expressions.append(expression.encode("utf-8"))
-            flags.append(_hs.HS_FLAG_CASELESS if anchors[anchor].caseless else 0)
+            flags.append(libhs.HS_FLAG_CASELESS if anchors[anchor].caseless else 0)
             self._anchor.append(anchor)
             self._role.append(role)
             self._lengths.append(None if literal is None else len(literal.encode("utf-8")))
@@ -150,18 +181,13 @@ class HyperscanPrefilter:
                 add(i, a.pattern, _EXACT, None)
             else:
                 add(i, _hs_escape(a.literal), _LITERAL, a.literal)
-        database = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-        database.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
-        self._database: Any = database
-        # Hyperscan scratch space may not be shared by concurrent scans: one per thread.
-        self._local = threading.local()
-
-    def _scratch(self) -> Any:
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None:
-            assert _hs is not None
-            scratch = self._local.scratch = _hs.Scratch(self._database)
-        return scratch
+        if library == "libhs":
+            system = libhs.load()
+            if system is None:
+                raise RuntimeError("the system's libhs (libhyperscan5) is not available")
+            self._scan_buffer: _ScanBuffer = libhs.Database(system, expressions, flags).scan
+        else:
+            self._scan_buffer = _wheel_scanner(expressions, flags)
 
     def scan(self, texts: Sequence[str]) -> dict[int, Hits]:
         if self._empty or not texts:
@@ -169,13 +195,7 @@ class HyperscanPrefilter:
         # One buffer, one pass: a call per text would cost more than the scan itself.
         # (Joining one text returns it; a non-string raises TypeError, as documented.)
         joined = _SEPARATOR.join(texts)
-        hits: list[tuple[int, int]] = []
-        self._database.scan(
-            joined.encode("utf-8", "surrogatepass"),
-            match_event_handler=_on_match,
-            context=hits,
-            scratch=self._scratch(),
-        )
+        hits = self._scan_buffer(joined.encode("utf-8", "surrogatepass"))
         if not hits:
             return {}
         # Where each text ends in the buffer, to map hits to texts: `bounds[i]` is the
@@ -254,18 +274,32 @@ def _find_all(text: str, anchor: Anchor) -> list[int]:
     return found
 
 
+ENGINES = ("auto", "libhs", "hyperscan", "python")
+
+
 def build(anchors: Sequence[Anchor], engine: str = "auto") -> Prefilter:
-    """The fastest available prefilter (`auto`), or the one named."""
-    if engine == "python" or (engine == "auto" and not HYPERSCAN_AVAILABLE):
+    """The fastest available prefilter (`auto`), or the one named.
+
+    `auto` prefers the system's fat-runtime libhs, then the `hyperscan` wheel, then
+    plain Python; an engine that fails to start (e.g. a CPU without the instructions
+    it needs) is logged and the next one is used. A named engine fails instead.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown prefilter engine {engine!r}")
+    if engine == "python":
         return PythonPrefilter(anchors)
-    if engine in ("hyperscan", "auto"):
+    if engine == "libhs":
+        return HyperscanPrefilter(anchors, library="libhs")
+    if engine == "hyperscan":
         if not HYPERSCAN_AVAILABLE:
             raise RuntimeError("the hyperscan package is not installed")
+        return HyperscanPrefilter(anchors)
+    candidates = (["libhs"] if libhs_available() else []) + (
+        ["wheel"] if HYPERSCAN_AVAILABLE else []
+    )
+    for library in candidates:
         try:
-            return HyperscanPrefilter(anchors)
-        except Exception as exc:  # e.g. a CPU without the instructions it needs
-            if engine == "hyperscan":
-                raise
-            log.warning("masking_prefilter_fallback", engine="python", error=type(exc).__name__)
-            return PythonPrefilter(anchors)
-    raise ValueError(f"unknown prefilter engine {engine!r}")
+            return HyperscanPrefilter(anchors, library=library)
+        except Exception as exc:
+            log.warning("masking_prefilter_fallback", failed=library, error=type(exc).__name__)
+    return PythonPrefilter(anchors)

@@ -1,0 +1,137 @@
+"""The prefilter's engines: which one runs, what happens when one is missing, and the
+system-libhs binding (worker/masking/libhs.py) on its own."""
+
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from tests.masking_corpus.positions import SECRET_CASES
+from worker.config import ConfigError, load_config
+from worker.masking import libhs, prefilter
+from worker.masking.config import MaskingConfig
+from worker.masking.masker import Masker
+
+IN_CI = os.environ.get("CI") == "true"
+needs_libhs = pytest.mark.skipif(
+    not prefilter.libhs_available() and not IN_CI, reason="libhyperscan5 not installed"
+)
+
+
+@pytest.mark.skipif(not IN_CI, reason="checks what CI installs")
+def test_ci_runs_every_engine() -> None:
+    """CI installs both accelerated engines (scripts/ensure-libhs, the wheel), so none of
+    the engine tests is skipped there and the image's engine is the one tested."""
+    assert prefilter.HYPERSCAN_AVAILABLE
+    assert prefilter.libhs_available()
+
+
+def test_auto_takes_the_fastest_engine_present() -> None:
+    engine = Masker(MaskingConfig()).prefilter.engine
+    if prefilter.libhs_available():
+        assert engine == "libhs"
+    elif prefilter.HYPERSCAN_AVAILABLE:
+        assert engine == "hyperscan"
+    else:
+        assert engine == "python"
+
+
+def test_configured_engine_is_used(tmp_path: Path) -> None:
+    path = tmp_path / "worker.yaml"
+    path.write_text("masking:\n  engine: python\n", encoding="utf-8")
+    config = load_config(path)
+    assert Masker(config.masking).prefilter.engine == "python"
+
+
+def test_unknown_engine_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "worker.yaml"
+    path.write_text("masking:\n  engine: grep\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"masking\.engine"):
+        load_config(path)
+
+
+def test_named_engine_that_is_missing_refuses_to_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(libhs, "load", lambda: None)
+    with pytest.raises(RuntimeError, match="libhs"):
+        Masker(MaskingConfig(engine="libhs"))
+
+
+def test_auto_without_libhs_uses_the_next_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(libhs, "load", lambda: None)
+    engine = Masker(MaskingConfig()).prefilter.engine
+    assert engine == ("hyperscan" if prefilter.HYPERSCAN_AVAILABLE else "python")
+
+
+@needs_libhs
+def test_auto_falls_back_when_libhs_fails_to_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any) -> None:
+        raise libhs.LibhsError("expression 0: simulated")
+
+    monkeypatch.setattr(libhs, "Database", broken)
+    with capture_logs() as logs:
+        masker = Masker(MaskingConfig())
+    assert masker.prefilter.engine == ("hyperscan" if prefilter.HYPERSCAN_AVAILABLE else "python")
+    assert [e["failed"] for e in logs if e["event"] == "masking_prefilter_fallback"] == ["libhs"]
+    assert masker.mask_text("password: hunter2") == "password: [MASKED_PASSWORD]"
+
+
+@needs_libhs
+def test_libhs_masks_the_secret_corpus_like_plain_python() -> None:
+    fast = Masker(MaskingConfig(groups=["secrets", "pii"]), engine="libhs")
+    slow = Masker(MaskingConfig(groups=["secrets", "pii"]), engine="python")
+    for case in SECRET_CASES:
+        fast_counts: Counter[str] = Counter()
+        slow_counts: Counter[str] = Counter()
+        assert fast.mask_text(case["text"], fast_counts) == slow.mask_text(
+            case["text"], slow_counts
+        ), case["id"]
+        assert fast_counts == slow_counts, case["id"]
+
+
+@needs_libhs
+def test_libhs_database_reports_matches_with_their_end_offsets() -> None:
+    library = libhs.load()
+    assert library is not None
+    database = libhs.Database(library, [b"token", b"sec\\d+"], [libhs.HS_FLAG_CASELESS, 0])
+    assert database.scan(b"a TOKEN and sec42") == [(7, 0), (16, 1), (17, 1)]
+    assert database.scan(b"nothing here") == []
+    assert database.scan(b"") == []
+
+
+@needs_libhs
+def test_libhs_compile_error_names_the_expression() -> None:
+    library = libhs.load()
+    assert library is not None
+    with pytest.raises(libhs.LibhsError, match=r"expression 1: .*"):
+        libhs.Database(library, [b"fine", b"(unclosed"], [0, 0])
+
+
+@needs_libhs
+def test_libhs_scans_from_several_threads_at_once() -> None:
+    """Scratch space is per thread: concurrent scans (the offload pool) keep their hits
+    apart."""
+    masker = Masker(MaskingConfig(), engine="libhs")
+    texts = [f"line {i}\nDB_PASSWORD=s3cr3t-{i}\n" if i % 2 else f"plain {i}" for i in range(8)]
+    expected = [masker.mask_text(text) for text in texts]
+    failures: list[str] = []
+    barrier = threading.Barrier(4)
+
+    def work() -> None:
+        barrier.wait()
+        for _ in range(200):
+            got = [masker.mask_text(text) for text in texts]
+            if got != expected:
+                failures.append(repr(got))
+                return
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    assert expected[1] == "line 1\nDB_PASSWORD=[MASKED_PASSWORD]\n"

@@ -1,0 +1,186 @@
+"""Hyperscan through the system's shared library (`libhs.so.5`), bound with ctypes.
+
+Why a second binding of the same library: the `hyperscan` wheels on PyPI link a
+Hyperscan built for the x86-64 baseline (`FAT_RUNTIME=OFF`: no AVX2 code at all),
+while distributions ship the fat-runtime build, which picks AVX2 or AVX-512 code for
+the CPU it runs on (Debian and Ubuntu: `libhyperscan5`). Same engine, same results;
+on the typical jobs the scan takes about 40% less time (docs/PERFORMANCE.md,
+"Masking"). The prefilter needs five calls of the C API, bound here; compiling and
+everything else about the anchors stays in `prefilter`.
+
+`load()` returns None when the library is absent or cannot run on this CPU, and the
+prefilter then uses the wheel (or plain Python).
+"""
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from typing import Any
+
+HS_SUCCESS = 0
+HS_MODE_BLOCK = 1
+HS_FLAG_CASELESS = 1
+
+# Where to look, first match wins: an explicit path (PROMPT_WORKER_LIBHS), then the
+# soname of Hyperscan 5 (Debian's libhyperscan5), then whatever the linker finds.
+_ENV_PATH = "PROMPT_WORKER_LIBHS"
+_SONAME = "libhs.so.5"
+
+# (expression id, start offset, end offset, flags, context) -> nonzero to stop.
+_MatchHandler = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.c_uint,
+    ctypes.c_ulonglong,
+    ctypes.c_ulonglong,
+    ctypes.c_uint,
+    ctypes.c_void_p,
+)
+
+
+class LibhsError(RuntimeError):
+    """A libhs call failed; carries the library's message or error code."""
+
+
+class _CompileError(ctypes.Structure):
+    _fields_ = [("message", ctypes.c_char_p), ("expression", ctypes.c_int)]
+
+
+class Library:
+    """The loaded `libhs` with the prototypes of the calls used."""
+
+    def __init__(self, cdll: ctypes.CDLL) -> None:
+        self.cdll = cdll
+        p, u = ctypes.c_void_p, ctypes.c_uint
+        self.version = _function(cdll, "hs_version", ctypes.c_char_p, [])
+        self.valid_platform = _function(cdll, "hs_valid_platform", ctypes.c_int, [])
+        self.compile_multi = _function(
+            cdll,
+            "hs_compile_multi",
+            ctypes.c_int,
+            [
+                ctypes.POINTER(ctypes.c_char_p),
+                ctypes.POINTER(u),
+                ctypes.POINTER(u),
+                u,
+                u,
+                p,
+                ctypes.POINTER(p),
+                ctypes.POINTER(ctypes.POINTER(_CompileError)),
+            ],
+        )
+        self.free_compile_error = _function(
+            cdll, "hs_free_compile_error", ctypes.c_int, [ctypes.POINTER(_CompileError)]
+        )
+        self.free_database = _function(cdll, "hs_free_database", ctypes.c_int, [p])
+        self.alloc_scratch = _function(
+            cdll, "hs_alloc_scratch", ctypes.c_int, [p, ctypes.POINTER(p)]
+        )
+        self.free_scratch = _function(cdll, "hs_free_scratch", ctypes.c_int, [p])
+        # The data goes as c_char_p: ctypes passes a bytes object's buffer, no copy.
+        self.scan = _function(
+            cdll, "hs_scan", ctypes.c_int, [p, ctypes.c_char_p, u, u, p, _MatchHandler, p]
+        )
+
+
+def _function(cdll: ctypes.CDLL, name: str, restype: Any, argtypes: list[Any]) -> Any:
+    function = getattr(cdll, name)
+    function.restype = restype
+    function.argtypes = argtypes
+    return function
+
+
+_loaded: dict[str, Library | None] = {}
+_load_lock = threading.Lock()
+
+
+def load() -> Library | None:
+    """The system's libhs, or None when it is missing or cannot run on this CPU."""
+    with _load_lock:
+        if "library" not in _loaded:
+            _loaded["library"] = _load()
+        return _loaded["library"]
+
+
+def _load() -> Library | None:
+    candidates = [os.environ.get(_ENV_PATH, ""), _SONAME, ctypes.util.find_library("hs") or ""]
+    for name in filter(None, candidates):
+        try:
+            library = Library(ctypes.CDLL(name))
+        except (OSError, AttributeError):  # absent, or not Hyperscan
+            continue
+        # The fat runtime needs at least SSSE3; anything else is refused by every call.
+        if library.valid_platform() != HS_SUCCESS:
+            return None
+        return library
+    return None
+
+
+class Database:
+    """A compiled block-mode database and a scratch space per thread that scans it."""
+
+    def __init__(self, library: Library, expressions: list[bytes], flags: list[int]) -> None:
+        self._lib = library
+        count = len(expressions)
+        handle = ctypes.c_void_p()
+        error = ctypes.POINTER(_CompileError)()
+        status = library.compile_multi(
+            (ctypes.c_char_p * count)(*expressions),
+            (ctypes.c_uint * count)(*flags),
+            (ctypes.c_uint * count)(*range(count)),
+            count,
+            HS_MODE_BLOCK,
+            None,
+            ctypes.byref(handle),
+            ctypes.byref(error),
+        )
+        if status != HS_SUCCESS:
+            message, index = "unknown error", -1
+            if error:
+                message = (error.contents.message or b"").decode("utf-8", "replace")
+                index = error.contents.expression
+                library.free_compile_error(error)
+            raise LibhsError(f"expression {index}: {message}")
+        self._handle = handle
+        self._local = threading.local()
+        self._scratches: list[ctypes.c_void_p] = []
+        self._scratches_lock = threading.Lock()
+
+    def _thread_state(self) -> tuple[ctypes.c_void_p, Any, list[Any]]:
+        scratch = ctypes.c_void_p()
+        status = self._lib.alloc_scratch(self._handle, ctypes.byref(scratch))
+        if status != HS_SUCCESS:
+            raise LibhsError(f"hs_alloc_scratch failed with {status}")
+        with self._scratches_lock:
+            self._scratches.append(scratch)
+        # The handler appends to whatever list the box holds: one ctypes callback per
+        # thread, made once (making one costs more than a scan).
+        box: list[Any] = [None]
+
+        def on_match(expression: int, start: int, end: int, flags: int, context: Any) -> int:
+            box[0].append((end, expression))
+            return 0
+
+        state = (scratch, _MatchHandler(on_match), box)
+        self._local.state = state
+        return state
+
+    def scan(self, data: bytes) -> list[tuple[int, int]]:
+        """(end offset, expression id) of every match in `data`, in the order found."""
+        state = getattr(self._local, "state", None) or self._thread_state()
+        scratch, handler, box = state
+        hits: list[tuple[int, int]] = []
+        box[0] = hits
+        status = self._lib.scan(self._handle, data, len(data), 0, scratch, handler, None)
+        box[0] = None
+        if status != HS_SUCCESS:
+            raise LibhsError(f"hs_scan failed with {status}")
+        return hits
+
+    def __del__(self) -> None:
+        handle = getattr(self, "_handle", None)
+        if handle is None:
+            return
+        for scratch in self._scratches:
+            self._lib.free_scratch(scratch)
+        self._lib.free_database(handle)
