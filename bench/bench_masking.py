@@ -2,7 +2,8 @@
 
 Plain script: `.venv/bin/python bench/bench_masking.py [--quick]`. For each typical job
 it prints the render time with masking off, then per prefilter engine available
-(`python` always, `hyperscan` when the package is installed) the cost of
+(`python` always, `hyperscan` when the package is installed, `libhs` when the system's
+libhyperscan5 is) the cost of
 `mask_payload` alone as a share of that render time, for the full
 `Renderer.render(body)` path and for the build-only `render_job` path, and the render
 time with masking on. Then what each detector would cost if it ran on
@@ -95,6 +96,7 @@ def main() -> int:
     args = parser.parse_args()
     number, repeat = (40, 3) if args.quick else (300, 9)
     engines = ["python"] + (["hyperscan"] if prefilter.HYPERSCAN_AVAILABLE else [])
+    engines += ["libhs"] if prefilter.libhs_available() else []
     print(f"prefilter engines: {', '.join(engines)}; the worker uses {engines[-1]}")
     for name in ("typical_react_job.json", "typical_chat_job.json"):
         bench_job(name, engines, number, repeat)
