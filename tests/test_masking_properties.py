@@ -157,6 +157,46 @@ def test_masking_any_json_never_raises(data: dict[str, object]) -> None:
     assert counts.get("masking_failed", 0) == 0
 
 
+# Structured values as legacy alert data holds them: credential-looking keys, Secret
+# manifests and texts from the fragments at any depth.
+DATA_KEYS = st.sampled_from(
+    ["password", "db_password", "auth", "token", "api_key", "kind", "data", "name", "x"]
+) | st.text(max_size=8)
+DATA = st.recursive(
+    st.none() | st.integers() | any_text | st.sampled_from(["Secret", "dXNlcjpwYXNz"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(DATA_KEYS, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=DATA)
+def test_one_pass_over_structured_values_masks_like_a_pass_per_string(
+    engine: str, value: object
+) -> None:
+    """mask_payload scans all strings of a structured value at once (`hits_of`);
+    masking each string with its own scan, by a fresh masker (no key memo), gives the
+    same value and counts."""
+    masker = MASKERS[engine]
+    hits_of = masker.hits_by_id(masker.string_leaves(value))
+    batched: Counter[str] = Counter()
+    result = masker.mask_data(value, batched, "value", hits_of)
+    alone: Counter[str] = Counter()
+    assert result == Masker(CONFIG, engine=engine).mask_data(value, alone) and batched == alone
+
+
+def test_key_memo_is_bounded_and_keeps_answering() -> None:
+    masker = Masker(MaskingConfig())
+    counts: Counter[str] = Counter()
+    for i in range(5000):
+        masker.mask_data({f"field_{i}": "plain value"}, counts)
+    assert len(masker._key_rules) <= 4096
+    masked = masker.mask_data({"db_password": "zq81-Kx0-pp2", "field_1": "x"}, counts)
+    assert masked == {"db_password": "[MASKED_PASSWORD]", "field_1": "x"}
+    assert counts == {"password": 1}
+
+
 @pytest.mark.parametrize("text", corpus_examples)
 def test_masking_corpus_secrets_is_idempotent(text: str) -> None:
     once, counts = mask(text)

@@ -63,6 +63,14 @@ _KEY_RULES = (
     ("private_key", owns_private_key, "[MASKED_PRIVATE_KEY]"),
 )
 _KEY_SHAPE = re.compile(r"[A-Za-z0-9_.-]+")
+# Which rule owns a key depends on the key alone: remembered per Masker, since
+# producers send the same keys job after job; cleared when this many are known.
+_KEY_RULES_MEMO = 4096
+
+
+def _not_a_credential(value: str) -> bool:
+    """An already masked value or a placeholder (empty, a reference, a structure...)."""
+    return value.startswith(MASK_PREFIX) or is_placeholder(value)
 
 
 def custom_detector(pattern: CustomPattern) -> Detector:
@@ -127,6 +135,7 @@ class Masker:
         detectors.extend(custom_detector(p) for p in config.patterns)
         self.detectors: tuple[Detector, ...] = tuple(detectors)
         self._enabled_names = frozenset(d.name for d in detectors)
+        self._key_rules: dict[str, tuple[str, str] | None] = {}
         anchors: list[Anchor] = []
         anchor_ids: dict[Anchor, int] = {}
         gated: dict[int, list[int]] = {}
@@ -268,29 +277,45 @@ class Masker:
 
     # -- structured values ----------------------------------------------------------
 
-    def mask_data(self, value: Any, counts: Counter[str], where: str = "value") -> Any:
+    def mask_data(
+        self,
+        value: Any,
+        counts: Counter[str],
+        where: str = "value",
+        hits_of: dict[int, Hits] | None = None,
+    ) -> Any:
         """A JSON value with its strings masked; keys and other types kept.
 
-        Returns the same object when nothing changed.
+        Returns the same object when nothing changed. `hits_of` holds, by `id`, what
+        one prefilter pass over the value's strings found (`string_leaves`); a string
+        not in it is scanned on its own.
         """
         if isinstance(value, str):
-            return self._guarded(value, None, counts, where)
+            hits = hits_of.get(id(value)) if hits_of is not None else None
+            return self._guarded(value, hits, counts, where)
         if isinstance(value, dict):
-            return self._mask_mapping(value, counts, where)
+            return self._mask_mapping(value, counts, where, hits_of)
         if isinstance(value, list):
-            items = [self.mask_data(item, counts, f"{where}[{i}]") for i, item in enumerate(value)]
+            items = [
+                self.mask_data(item, counts, f"{where}[{i}]", hits_of)
+                for i, item in enumerate(value)
+            ]
             if any(new is not old for new, old in zip(items, value, strict=True)):
                 return items
             return value
         return value
 
-    def _mask_mapping(self, value: dict[Any, Any], counts: Counter[str], where: str) -> Any:
+    def _mask_mapping(
+        self,
+        value: dict[Any, Any],
+        counts: Counter[str],
+        where: str,
+        hits_of: dict[int, Hits] | None,
+    ) -> Any:
         is_secret = "kubernetes_secret" in self._enabled_names and value.get("kind") == "Secret"
-        changed = False
-        result: dict[Any, Any] = {}
+        result: dict[Any, Any] | None = None  # a copy, made at the first change
         for key, item in value.items():
-            path = f"{where}.{key}"
-            new = item
+            new: Any
             if is_secret and key in ("data", "stringData") and isinstance(item, dict):
                 new = self._mask_secret_data(item, counts)
             elif isinstance(item, str) and isinstance(key, str):
@@ -299,14 +324,21 @@ class Masker:
                     name, replacement = by_key
                     counts[name] += 1
                     new = replacement
+                elif hits_of is None:
+                    new = self._guarded(item, None, counts, f"{where}.{key}")
                 else:
-                    new = self._guarded(item, None, counts, path)
+                    hits = hits_of.get(id(item))
+                    if hits is None or hits or self._always:  # else: nothing to run
+                        new = self._guarded(item, hits, counts, f"{where}.{key}")
+                    else:
+                        new = item
             else:
-                new = self.mask_data(item, counts, path)
+                new = self.mask_data(item, counts, f"{where}.{key}", hits_of)
             if new is not item:
-                changed = True
-            result[key] = new
-        return result if changed else value
+                if result is None:
+                    result = dict(value)
+                result[key] = new
+        return value if result is None else result
 
     def _mask_secret_data(self, data: dict[Any, Any], counts: Counter[str]) -> dict[Any, Any]:
         result: dict[Any, Any] = {}
@@ -319,17 +351,56 @@ class Masker:
         return result if result != data else data
 
     def _credential_by_key(self, key: str, value: str) -> tuple[str, str] | None:
-        if value.startswith(MASK_PREFIX) or is_placeholder(value):
+        """The detector and replacement owning `value` by its key alone, if any."""
+        if (
+            key == "auth"
+            and "docker_auth" in self._enabled_names
+            and is_basic_credentials(value)
+            and not _not_a_credential(value)
+        ):
+            return "docker_auth", "[MASKED_CREDENTIALS]"
+        try:
+            rule = self._key_rules[key]
+        except KeyError:
+            rule = self._key_rule(key)
+            if len(self._key_rules) >= _KEY_RULES_MEMO:  # keys are producer data
+                self._key_rules.clear()
+            self._key_rules[key] = rule
+        if rule is None or _not_a_credential(value):
             return None
+        return rule
+
+    def _key_rule(self, key: str) -> tuple[str, str] | None:
         if not _KEY_SHAPE.fullmatch(key):
             return None
-        if key == "auth" and "docker_auth" in self._enabled_names and is_basic_credentials(value):
-            return "docker_auth", "[MASKED_CREDENTIALS]"
         norm = normalise_key(key)
         for name, owns, replacement in _KEY_RULES:
             if name in self._enabled_names and owns(key, norm):
                 return name, replacement
         return None
+
+    def hits_by_id(self, leaves: list[str]) -> dict[int, Hits]:
+        """One prefilter pass over `leaves`: what it found in each, by the string's id
+        (the strings stay alive in their value while `mask_data` uses this)."""
+        hits_of: dict[int, Hits] = {id(leaf): {} for leaf in leaves}
+        for index, hits in self.prefilter.scan(leaves).items():
+            hits_of[id(leaves[index])] = hits
+        return hits_of
+
+    def string_leaves(self, value: Any) -> list[str]:
+        """Every string `mask_data` could look at in `value` (dict values and list
+        items, at any depth), for one prefilter pass over all of them."""
+        leaves: list[str] = []
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                leaves.append(item)
+            elif isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+        return leaves
 
     # -- jobs -----------------------------------------------------------------------
 
@@ -347,6 +418,9 @@ class Masker:
             return {}
         # Built only for a job with something to look at: most jobs have nothing.
         counts: Counter[str] | None = None
+        # Structured values (legacy alert data, histories): one pass over all their
+        # strings first, where a scan per string cost most of a legacy job.
+        values: list[tuple[dict[str, Any], str, Any, _Path]] = []
         for root_name, paths in self._data_roots:
             root = data.get(root_name)
             if type(root) is not dict:
@@ -354,10 +428,14 @@ class Masker:
             for between, name, path in paths:
                 holder = _object_at(root, between)
                 value = holder.get(name) if holder is not None else None
-                if holder is None or value is None:
-                    continue
-                counts = Counter() if counts is None else counts
-                masked = self.mask_data(value, counts, path.text)
+                if holder is not None and value is not None:
+                    values.append((holder, name, value, path))
+        if values:
+            counts = Counter()
+            leaves = [leaf for _, _, value, _ in values for leaf in self.string_leaves(value)]
+            hits_of = self.hits_by_id(leaves)
+            for holder, name, value, path in values:
+                masked = self.mask_data(value, counts, path.text, hits_of)
                 if masked is not value:
                     holder[name] = masked
         texts, runs = self.collect_texts(data)
