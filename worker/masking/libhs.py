@@ -5,8 +5,8 @@ Hyperscan built for the x86-64 baseline (`FAT_RUNTIME=OFF`: no AVX2 code at all)
 while distributions ship the fat-runtime build, which picks AVX2 or AVX-512 code for
 the CPU it runs on (Debian and Ubuntu: `libhyperscan5`). Same engine, same results;
 on the typical jobs the scan takes about 40% less time (docs/PERFORMANCE.md,
-"Masking"). The prefilter needs five calls of the C API, bound here; compiling and
-everything else about the anchors stays in `prefilter`.
+"Masking"). The prefilter needs a handful of calls of the C API, bound here; what
+to compile and how to read the matches stays in `prefilter`.
 
 `load()` returns None when the library is absent or cannot run on this CPU, and the
 prefilter then uses the wheel (or plain Python).
@@ -201,6 +201,9 @@ class Database:
         handle = getattr(self, "_handle", None)
         if handle is None:
             return
-        for scratch in self._scratches:
-            self._lib.free_scratch(scratch)
-        self._lib.free_database(handle)
+        try:
+            for scratch in self._scratches:
+                self._lib.free_scratch(scratch)
+            self._lib.free_database(handle)
+        except Exception:  # at interpreter exit ctypes may be torn down already
+            pass
