@@ -2,6 +2,8 @@
 system-libhs binding (worker/masking/libhs.py) on its own."""
 
 import os
+import subprocess
+import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -135,3 +137,50 @@ def test_libhs_scans_from_several_threads_at_once() -> None:
         thread.join()
     assert not failures
     assert expected[1] == "line 1\nDB_PASSWORD=[MASKED_PASSWORD]\n"
+
+
+@needs_libhs
+@pytest.mark.parametrize(
+    ("named", "expected"),
+    [
+        ("", "libhs"),  # not set: the soname
+        ("/nonexistent/libhs.so.5", "libhs"),  # missing: the next candidate
+        ("libc.so.6", "libhs"),  # a library, but not Hyperscan: the next candidate
+    ],
+)
+def test_libhs_location_can_be_named(named: str, expected: str) -> None:
+    code = (
+        "from worker.masking.masker import Masker\n"
+        "from worker.masking.config import MaskingConfig\n"
+        "print(Masker(MaskingConfig()).prefilter.engine)\n"
+    )
+    env = {**os.environ, "PROMPT_WORKER_LIBHS": named}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == expected
+
+
+@needs_libhs
+def test_libhs_named_by_path_is_loaded_from_there(tmp_path: Path) -> None:
+    library = libhs.load()
+    assert library is not None
+    copy = tmp_path / "libhs-copy.so"
+    copy.write_bytes(_resolved_libhs().read_bytes())
+    code = "from worker.masking import libhs\nprint(libhs.load().cdll._name)\n"
+    env = {**os.environ, "PROMPT_WORKER_LIBHS": str(copy)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == str(copy)
+
+
+def _resolved_libhs() -> Path:
+    """Where the linker finds libhs.so.5 (ldconfig's cache)."""
+    listing = subprocess.run(
+        ["/sbin/ldconfig", "-p"], capture_output=True, text=True, check=True
+    ).stdout
+    for line in listing.splitlines():
+        if line.strip().startswith("libhs.so.5 "):
+            return Path(line.split("=>")[-1].strip())
+    raise AssertionError("libhs.so.5 is not in the linker's cache")
