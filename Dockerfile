@@ -22,10 +22,17 @@ LABEL org.opencontainers.image.title="build-prompt-worker" \
       org.opencontainers.image.licenses="Apache-2.0"
 
 # Debian's Hyperscan is the fat-runtime build (AVX2/AVX-512 code picked at run time):
-# the masking scan's fastest engine (docs/MASKING.md). Without it the worker falls back
-# to the hyperscan wheel's baseline build, which is slower but gives the same results.
+# the masking scan's fastest engine (docs/MASKING.md). Hyperscan is x86-only; on other
+# architectures Debian's Vectorscan provides the same library (libhs.so.5). Without
+# either the worker still masks, with the slower engines and the same results.
+# (The package is pinned in the variable, which hadolint cannot see.)
+# hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends 'libhyperscan5=5.4.*' \
+ && case "$(dpkg --print-architecture)" in \
+      amd64) hyperscan='libhyperscan5=5.4.*' ;; \
+      *) hyperscan='libvectorscan5=5.4.*' ;; \
+    esac \
+ && apt-get install -y --no-install-recommends "$hyperscan" \
  && rm -rf /var/lib/apt/lists/*
 
 # A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it without a passwd lookup.
