@@ -7,7 +7,7 @@ import sys
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from structlog.testing import capture_logs
@@ -40,6 +40,11 @@ def test_auto_takes_the_fastest_engine_present() -> None:
         assert engine == "hyperscan"
     else:
         assert engine == "python"
+
+
+def test_config_offers_exactly_the_engines_the_prefilter_builds() -> None:
+    annotation = MaskingConfig.model_fields["engine"].annotation
+    assert get_args(annotation) == prefilter.ENGINES
 
 
 def test_configured_engine_is_used(tmp_path: Path) -> None:
