@@ -2,12 +2,13 @@
 
 Most text holds no secret, so the cost that matters is deciding that. Python offers no
 fast multi-literal search (each `in` is a separate pass; one alternation regex is
-slower still), so when the `hyperscan` package is installed every text of a job is
-scanned in a single pass over one buffer. Without it the anchors are checked with `in`
-on an ASCII-lowered copy: the same answers, several times slower (see
-bench/bench_masking.py).
+slower still), so where Hyperscan is available every text of a job is scanned in a
+single pass over one buffer: through the system's fat-runtime library (`libhs`, engine
+"libhs") or the `hyperscan` wheel (engine "hyperscan"), the same database either way.
+Without either the anchors are checked with `in` on an ASCII-lowered copy: the same
+answers, several times slower (see bench/bench_masking.py).
 
-Both engines fold ASCII case only, so they agree on every input; a test checks it.
+All engines fold ASCII case only, so they agree on every input; tests check it.
 """
 
 import re
