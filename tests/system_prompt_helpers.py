@@ -31,9 +31,9 @@ def context(config: WorkerConfig | dict[str, Any] | None = None) -> RenderContex
         config = WorkerConfig()
     elif isinstance(config, dict):
         config = parse_config(config)
-    ctx = RenderContext.from_config(config)
-    ctx.family_state[FAMILY.name] = prepare(config)
-    return ctx
+    return RenderContext(
+        registry=config.registry(), family_state={FAMILY.name: prepare(config.system_prompt())}
+    )
 
 
 def build(

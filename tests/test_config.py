@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CONFORMANCE
-from worker.config import ConfigError, load_config, parse_config
+from worker.config import load_config, parse_config
+from worker.errors import ConfigError
 
 
 def test_no_config_is_an_empty_registry(monkeypatch: pytest.MonkeyPatch) -> None:

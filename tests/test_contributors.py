@@ -11,8 +11,9 @@ import yaml
 
 from schemas.job import Job
 from tests.conftest import CONFORMANCE, SHARED, read_jsonl
-from worker.config import ConfigError, parse_config
+from worker.config import parse_config
 from worker.contributors import ContributorDefinition, Contributors
+from worker.errors import ConfigError
 from worker.render import Renderer
 
 SYSTEM = {"role": "system", "content": "BASE"}

@@ -23,7 +23,8 @@ from tests.masking_corpus.positions import (
     Position,
     position_id,
 )
-from worker.config import ConfigError, WorkerConfig, load_config, parse_config
+from worker.config import WorkerConfig, load_config, parse_config
+from worker.errors import ConfigError
 from worker.masking import fields
 from worker.masking.config import MaskingConfig
 from worker.masking.detectors import BUILTIN, Detector

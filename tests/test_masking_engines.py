@@ -13,7 +13,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.masking_corpus.positions import SECRET_CASES
-from worker.config import ConfigError, load_config
+from worker.config import load_config
+from worker.errors import ConfigError
 from worker.masking import libhs, prefilter
 from worker.masking.config import MaskingConfig
 from worker.masking.masker import Masker

@@ -37,7 +37,7 @@ from worker.registry import MCPServerRegistry
 REGISTRY = MCPServerRegistry(
     MappingProxyType({"k8s": "Use kubectl.", "prom": "Use PromQL.", "quiet": ""})
 )
-CTX = RenderContext(registry=REGISTRY, config=None)  # type: ignore[arg-type]
+CTX = RenderContext(registry=REGISTRY)
 
 
 def job(**fields: Any) -> Job:

@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 
 from tests.system_prompt_helpers import build, bundled, system_text
-from worker.config import ConfigError, WorkerConfig, parse_config
+from worker.config import parse_config
+from worker.errors import ConfigError
 from worker.families.system_prompt.builder import prepare
 
 
@@ -100,7 +101,7 @@ def test_duplicate_configured_prompt_ids_are_a_config_error() -> None:
         }
     )
     with pytest.raises(ConfigError, match="'x' is defined more than once"):
-        prepare(config)
+        prepare(config.system_prompt())
 
 
 @pytest.mark.parametrize(
@@ -131,7 +132,7 @@ def test_optional_prompt_fields_are_accepted() -> None:
             ]
         }
     )
-    registered = prepare(config).registry.get("k8s")
+    registered = prepare(config.system_prompt()).registry.get("k8s")
     assert registered is not None
     assert registered.tags == ("skill", "kubernetes")
     assert registered.required_tools == ("kubernetes-server.pods_list",)
@@ -144,4 +145,4 @@ def test_without_prepared_state_build_fails_loudly() -> None:
 
     job = Job.model_validate({"job_id": "j", "kind": "system_prompt", "system_prompt": {}})
     with pytest.raises(RuntimeError, match="templates not loaded"):
-        FAMILY.build(job, RenderContext.from_config(WorkerConfig()))
+        FAMILY.build(job, RenderContext())

@@ -20,8 +20,10 @@ from tests.system_prompt_helpers import (
     parse_job,
     system_text,
 )
-from worker.config import ConfigError, WorkerConfig
+from worker.config import WorkerConfig
+from worker.errors import ConfigError
 from worker.families.system_prompt.builder import FAMILY, prepare
+from worker.families.system_prompt.config import SystemPromptConfig
 from worker.families.system_prompt.registry import CORE_MANDATES_ID, SANITY_CHECK_ID, PromptRegistry
 from worker.families.system_prompt.store import TemplateSource, TemplateStore, read_directory
 
@@ -168,7 +170,7 @@ def test_a_relative_templates_dir_is_relative_to_the_config_file(tmp_path: Path)
 def test_misnamed_templates_are_config_errors(tmp_path: Path, relative: str, message: str) -> None:
     write(tmp_path, relative, "text")
     with pytest.raises(ConfigError, match=message):
-        prepare(WorkerConfig(templates_dir=tmp_path))
+        prepare(SystemPromptConfig(templates_dir=tmp_path))
 
 
 def test_a_missing_or_unusable_directory_is_a_config_error(tmp_path: Path) -> None:

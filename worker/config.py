@@ -13,15 +13,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worker.contributors import ContributorDefinition
-from worker.families.system_prompt.config import PromptDefinition
+from worker.errors import ConfigError
+from worker.families.system_prompt.config import PromptDefinition, SystemPromptConfig
 from worker.masking.config import MaskingConfig
 from worker.registry import MCPServerRegistry
 
 CONFIG_ENV = "PROMPT_WORKER_CONFIG"
-
-
-class ConfigError(Exception):
-    """The configuration file cannot be used; the message says which file and why."""
 
 
 class MCPServerConfig(BaseModel):
@@ -42,9 +39,14 @@ class WorkerConfig(BaseModel):
     templates_dir: Path | None = None
 
     def registry(self) -> MCPServerRegistry:
+        """The MCP server registry every family's tier 2 reads."""
         return MCPServerRegistry(
             MappingProxyType({sid: cfg.instructions for sid, cfg in self.mcp_servers.items()})
         )
+
+    def system_prompt(self) -> SystemPromptConfig:
+        """The `system_prompt` family's section: its prompt registry and templates."""
+        return SystemPromptConfig(prompts=tuple(self.prompts), templates_dir=self.templates_dir)
 
 
 def _format_validation_error(error: ValidationError) -> str:

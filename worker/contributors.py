@@ -18,6 +18,7 @@ from typing import Annotated, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schemas.job import KIND_ALIASES, Job, Kind
+from worker.errors import ConfigError
 
 ALL = "all"
 
@@ -133,9 +134,6 @@ class Contributors:
         names = [definition.name for definition in definitions]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
-            # Imported here: worker.config imports this module for its model.
-            from worker.config import ConfigError
-
             raise ConfigError(f"contributors: name(s) used more than once: {', '.join(duplicates)}")
         ordered = sorted(definitions, key=lambda d: (d.priority, d.name))
         rules: dict[Kind, list[_Rule]] = {}

@@ -1,17 +1,17 @@
 """What every prompt family has in common: its entry point's signature and result.
 
 A family is a pure function `build(job, ctx) -> BuildResult` plus the version hash of
-its templates. `ctx` carries the read-only state built once from the configuration;
-builders never do I/O.
+its templates. `ctx` carries what builders read besides the job, built once at start-up
+from the configuration: the MCP server registry and each family's own state, never the
+configuration itself. Builders never do I/O.
 """
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.job import Job
-from worker.config import WorkerConfig
 from worker.registry import MCPServerRegistry
 
 Messages = list[dict[str, str]]
@@ -26,17 +26,13 @@ class BuildResult:
 
 @dataclass(frozen=True, slots=True)
 class RenderContext:
-    """Read-only inputs of the builders, made once from the configuration."""
+    """Read-only inputs of the builders besides the job, made once at start-up."""
 
-    registry: MCPServerRegistry
-    config: WorkerConfig
-    # Family-specific state prepared at start-up (e.g. the seed-003 template store),
-    # keyed by family name, so one family's setup cost is never paid per job.
-    family_state: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_config(cls, config: WorkerConfig) -> "RenderContext":
-        return cls(registry=config.registry(), config=config)
+    registry: MCPServerRegistry = field(default_factory=MCPServerRegistry)
+    # Family-specific state prepared at start-up from the family's own section of the
+    # configuration (e.g. the seed-003 template store), keyed by family name, so one
+    # family's setup cost is never paid per job.
+    family_state: Mapping[str, Any] = field(default_factory=dict)
 
 
 Builder = Callable[[Job, RenderContext], BuildResult]
@@ -47,9 +43,6 @@ class Family:
     name: str
     template_version: str
     build: Builder
-    # Optional start-up hook: builds the family's read-only state from the config
-    # (stored in RenderContext.family_state[name]); may raise ConfigError.
-    prepare: Callable[[WorkerConfig], Any] | None = None
 
 
 def template_version(family: str, texts: Iterable[str]) -> str:

@@ -19,6 +19,7 @@ from schemas.reply import ErrorCode
 from worker import __version__
 from worker.config import WorkerConfig
 from worker.contributors import Contributors
+from worker.families.system_prompt import builder as system_prompt
 from worker.families_registry import FAMILIES
 from worker.family import RenderContext
 from worker.masking.masker import Masker
@@ -226,10 +227,13 @@ class Renderer:
     ) -> None:
         self.config = config if config is not None else WorkerConfig()
         self.max_message_bytes = max_message_bytes
-        self.context = RenderContext.from_config(self.config)
-        for family in {spec.name: spec for spec in FAMILIES.values()}.values():
-            if family.prepare is not None:
-                self.context.family_state[family.name] = family.prepare(self.config)
+        # Each family gets its own section of the configuration, never all of it.
+        self.context = RenderContext(
+            registry=self.config.registry(),
+            family_state={
+                system_prompt.NAME: system_prompt.prepare(self.config.system_prompt()),
+            },
+        )
         self.masker = (
             Masker.from_config(self.config.masking) if self.config.masking.enabled else None
         )

@@ -3,7 +3,8 @@
 import argparse
 import sys
 
-from worker.config import CONFIG_ENV, ConfigError, WorkerConfig, load_config
+from worker.config import CONFIG_ENV, WorkerConfig, load_config
+from worker.errors import ConfigError
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:

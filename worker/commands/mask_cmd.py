@@ -17,7 +17,8 @@ from typing import Any
 
 import orjson
 
-from worker.config import ConfigError, load_config
+from worker.config import load_config
+from worker.errors import ConfigError
 from worker.masking.masker import Masker
 
 PROG = "prompt-worker mask"

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from worker.commands.common import add_config_argument, load_config_or_exit
-from worker.config import ConfigError
+from worker.errors import ConfigError
 from worker.rerender.progress import MODES
 from worker.rerender.run import (
     DEFAULT_DIFF_LIMIT,

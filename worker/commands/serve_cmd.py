@@ -15,8 +15,9 @@ import signal
 import sys
 
 from worker import __version__
-from worker.config import ConfigError, WorkerConfig, load_config
+from worker.config import WorkerConfig, load_config
 from worker.consumer import Worker
+from worker.errors import ConfigError
 from worker.http import HealthServer
 from worker.logs import configure_logging, get_logger
 from worker.metrics import Metrics

@@ -9,9 +9,7 @@ from typing import Any
 
 from schemas.families import AvailableFile, Skill, SkillTool
 from schemas.job import Job, Kind
-from worker.config import WorkerConfig
 from worker.family import BuildResult, Family, RenderContext, template_version
-from worker.registry import MCPServerRegistry
 
 # Verbatim; it starts and ends with a newline, as the seed's triple-quoted string does.
 AUTONOMOUS_SKILL_SYSTEM_PROMPT = """
@@ -181,7 +179,7 @@ _PROBE_JOBS: list[dict[str, Any]] = [
 
 def versioned_texts() -> tuple[str, ...]:
     """The template constants plus the renderings of the probe jobs."""
-    ctx = RenderContext(registry=MCPServerRegistry(), config=WorkerConfig())
+    ctx = RenderContext()
     rendered: list[str] = []
     for probe in _PROBE_JOBS:
         job = Job.model_validate({"job_id": "probe", **probe})

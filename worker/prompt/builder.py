@@ -7,7 +7,6 @@ the forced-conclusion prompt, MCP summarization and executive-summary prompts.
 from types import MappingProxyType
 
 from schemas.job import Chat, Job, Kind, Stage, Strategy
-from worker.config import WorkerConfig
 from worker.context.investigation_formatter import investigation_context_parts
 from worker.context.stage_formatter import format_stage_context
 from worker.family import BuildResult, Family, Messages, RenderContext, template_version
@@ -289,9 +288,7 @@ _PROBE_JOBS: list[dict[str, object]] = [
 
 def versioned_texts() -> tuple[str, ...]:
     """The template constants plus the rendering of the probe jobs."""
-    ctx = RenderContext(
-        registry=MCPServerRegistry(MappingProxyType({"probe": "p"})), config=WorkerConfig()
-    )
+    ctx = RenderContext(registry=MCPServerRegistry(MappingProxyType({"probe": "p"})))
     rendered: list[str] = []
     for probe in _PROBE_JOBS:
         job = Job.model_validate({"job_id": "probe", **probe})

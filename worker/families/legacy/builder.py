@@ -5,7 +5,6 @@ from types import MappingProxyType
 
 from schemas.families import LegacyPayload
 from schemas.job import Job, Kind
-from worker.config import WorkerConfig
 from worker.families.legacy.probes import PROBE_JOBS
 from worker.families.legacy.prompts import (
     build_final_analysis_prompt,
@@ -88,9 +87,7 @@ def build(job: Job, ctx: RenderContext) -> BuildResult:
 
 def versioned_texts() -> tuple[str, ...]:
     """The template constants plus the renderings of the probe jobs."""
-    ctx = RenderContext(
-        registry=MCPServerRegistry(MappingProxyType({"probe": "p"})), config=WorkerConfig()
-    )
+    ctx = RenderContext(registry=MCPServerRegistry(MappingProxyType({"probe": "p"})))
     rendered: list[str] = []
     for probe in PROBE_JOBS:
         job = Job.model_validate({"job_id": "probe", **probe})

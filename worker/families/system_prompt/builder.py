@@ -9,8 +9,7 @@ from importlib.resources import files
 
 from schemas.job import Job
 from schemas.system_prompt import DEFAULT_CONTEXT_TOKENS, SystemPromptPayload
-from worker.config import WorkerConfig
-from worker.families.system_prompt.config import PromptDefinition
+from worker.families.system_prompt.config import PromptDefinition, SystemPromptConfig
 from worker.families.system_prompt.goal import render_goal
 from worker.families.system_prompt.registry import (
     BUILTIN_PROMPTS,
@@ -48,7 +47,8 @@ class SystemPromptState:
     sanity_checks: str
 
 
-def prepare(config: WorkerConfig) -> SystemPromptState:
+def prepare(config: SystemPromptConfig) -> SystemPromptState:
+    """The family's read-only state, built once at start-up; raises ConfigError."""
     configured = read_directory(config.templates_dir) if config.templates_dir is not None else {}
     registry = PromptRegistry.from_definitions(config.prompts)
     mandates = registry.get(CORE_MANDATES_ID)
@@ -110,7 +110,7 @@ def build_system_prompt(payload: SystemPromptPayload, state: SystemPromptState) 
 def build(job: Job, ctx: RenderContext) -> BuildResult:
     state = ctx.family_state.get(NAME)
     if not isinstance(state, SystemPromptState):
-        raise RuntimeError(f"{NAME}: templates not loaded (the Renderer runs FAMILY.prepare)")
+        raise RuntimeError(f"{NAME}: templates not loaded (the Renderer runs prepare)")
     if job.system_prompt is None:
         raise ValueError("kind system_prompt requires the 'system_prompt' payload")
     return build_system_prompt(job.system_prompt, state)
@@ -146,9 +146,9 @@ PROBE_PAYLOAD = SystemPromptPayload.model_validate(
 def versioned_texts() -> tuple[str, ...]:
     """The bundled templates and built-in prompts, then the probe's rendering."""
     probe_skill = PromptDefinition(id="probe", name="probe", content="probe")
-    state = prepare(WorkerConfig(prompts=[probe_skill]))
+    state = prepare(SystemPromptConfig(prompts=(probe_skill,)))
     probe = build_system_prompt(PROBE_PAYLOAD, state)
     return (*TEMPLATES, *(message["content"] for message in probe.messages))
 
 
-FAMILY = Family(NAME, template_version(NAME, versioned_texts()), build, prepare)
+FAMILY = Family(NAME, template_version(NAME, versioned_texts()), build)

@@ -1,9 +1,11 @@
-"""Configuration of seed-003 prompts (`prompts:` in worker.yaml).
+"""The `system_prompt` family's section of worker.yaml: `prompts:` and `templates_dir:`.
 
-`templates_dir:` is a plain field of `WorkerConfig`; the template store reads it once
-at start-up (`store.py`).
+Both are top-level keys of the file; `WorkerConfig.system_prompt()` gathers them into
+`SystemPromptConfig`, which is all the family's start-up (`builder.prepare`) reads.
 """
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,3 +25,12 @@ class PromptDefinition(BaseModel):
     tags: tuple[str, ...] = ()
     # Informational, as in seed 003: the worker does not check tools against it.
     required_tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SystemPromptConfig:
+    """The family's configuration: prompts for its registry and a templates directory
+    that overrides the bundled templates (None: the bundled ones only)."""
+
+    prompts: tuple[PromptDefinition, ...] = ()
+    templates_dir: Path | None = None

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 
-from worker.config import ConfigError
+from worker.errors import ConfigError
 from worker.families.system_prompt.config import PromptDefinition
 
 CORE_MANDATES_ID = "core-mandates"

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from schemas.system_prompt import Mode
-from worker.config import ConfigError
+from worker.errors import ConfigError
 from worker.families.system_prompt.tiers import TIERS
 
 TemplateKey = tuple[Mode, int]
