@@ -30,9 +30,9 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from worker.config import WorkerConfig, load_config  # noqa: E402
-from worker.prompt.catalogue import CATALOGUES  # noqa: E402
-from worker.render import Renderer  # noqa: E402
+from worker.render.catalogue import CATALOGUES  # noqa: E402
+from worker.render.config import WorkerConfig, load_config  # noqa: E402
+from worker.render.renderer import Renderer  # noqa: E402
 
 BENCH_JOBS = REPO / "tests" / "bench_jobs"
 FAMILY_JOBS = REPO / "bench" / "jobs"

@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from worker import topology  # noqa: E402
-from worker.client import PromptClient  # noqa: E402
+from worker.transport.client import PromptClient  # noqa: E402
 
 JOB = REPO / "tests" / "bench_jobs" / "typical_react_job.json"
 CONFIG = REPO / "tests" / "bench_jobs" / "worker.yaml"

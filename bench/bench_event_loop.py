@@ -21,9 +21,9 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from worker.config import load_config  # noqa: E402
-from worker.offload import RenderPool  # noqa: E402
-from worker.render import Renderer, RenderOutcome  # noqa: E402
+from worker.render.config import load_config  # noqa: E402
+from worker.render.renderer import Renderer, RenderOutcome  # noqa: E402
+from worker.transport.offload import RenderPool  # noqa: E402
 
 JOB = REPO / "tests" / "bench_jobs" / "typical_react_job.json"
 CONFIG = REPO / "tests" / "bench_jobs" / "worker.yaml"

@@ -26,12 +26,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from schemas.job import Job  # noqa: E402
-from worker.config import load_config  # noqa: E402
 from worker.masking import prefilter  # noqa: E402
 from worker.masking.config import MaskingConfig  # noqa: E402
 from worker.masking.masker import Masker  # noqa: E402
 from worker.masking.text import TextView  # noqa: E402
-from worker.render import Renderer  # noqa: E402
+from worker.render.config import load_config  # noqa: E402
+from worker.render.renderer import Renderer  # noqa: E402
 
 JOBS = REPO / "tests" / "bench_jobs"
 

@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from worker import topology  # noqa: E402
-from worker.consumer import connection_url  # noqa: E402
-from worker.settings import from_env  # noqa: E402
+from worker.transport.consumer import connection_url  # noqa: E402
+from worker.transport.settings import from_env  # noqa: E402
 
 
 async def main() -> int:

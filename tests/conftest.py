@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from worker.config import WorkerConfig, load_config
-from worker.render import Renderer
+from worker.render.config import WorkerConfig, load_config
+from worker.render.renderer import Renderer
 
 TESTS = Path(__file__).parent
 REPO = TESTS.parent

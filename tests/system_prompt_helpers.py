@@ -5,9 +5,9 @@ from pathlib import Path
 from typing import Any
 
 from schemas.job import Job
-from worker.config import WorkerConfig, parse_config
+from worker.families.base import BuildResult, RenderContext
 from worker.families.system_prompt.builder import FAMILY, prepare
-from worker.family import BuildResult, RenderContext
+from worker.render.config import WorkerConfig, parse_config
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLED_DIR = REPO / "worker" / "templates" / "system_prompt"

@@ -2,7 +2,7 @@
 
 The document is generated (schemas/asyncapi.py); these tests fail when the committed
 copy is stale, when a reference inside it dangles, when its queue bindings drift from
-worker.topology, and when real jobs and replies do not match its payload schemas.
+worker.transport.topology, and when real jobs and replies do not match its payload schemas.
 """
 
 import argparse
@@ -16,10 +16,10 @@ import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from schemas.asyncapi import ASYNCAPI_FILE, asyncapi_document, render_asyncapi
-from worker import topology
 from worker.commands import asyncapi_cmd
-from worker.render import Renderer
+from worker.render.renderer import Renderer
+from worker.transport import topology
+from worker.transport.asyncapi import ASYNCAPI_FILE, asyncapi_document, render_asyncapi
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "schemas" / ASYNCAPI_FILE

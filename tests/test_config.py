@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CONFORMANCE
-from worker.config import load_config, parse_config
 from worker.errors import ConfigError
+from worker.render.config import load_config, parse_config
 
 
 def test_no_config_is_an_empty_registry(monkeypatch: pytest.MonkeyPatch) -> None:

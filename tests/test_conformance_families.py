@@ -7,7 +7,7 @@ import pytest
 
 from tests.conformance_helpers import assert_same_messages
 from tests.conftest import CONFORMANCE, SHARED, read_jsonl
-from worker.render import Renderer
+from worker.render.renderer import Renderer
 
 CASES = list(read_jsonl(CONFORMANCE / "families.jsonl"))
 

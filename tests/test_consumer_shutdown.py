@@ -3,10 +3,10 @@ arrives after the drain found the worker idle gets."""
 
 from typing import Any
 
-from worker.consumer import Worker
-from worker.metrics import Metrics
-from worker.render import Renderer
-from worker.settings import Settings
+from worker.ops.metrics import Metrics
+from worker.render.renderer import Renderer
+from worker.transport.consumer import Worker
+from worker.transport.settings import Settings
 
 
 class _Delivery:

@@ -11,10 +11,10 @@ import yaml
 
 from schemas.job import Job
 from tests.conftest import CONFORMANCE, SHARED, read_jsonl
-from worker.config import parse_config
-from worker.contributors import ContributorDefinition, Contributors
 from worker.errors import ConfigError
-from worker.render import Renderer
+from worker.families.contributors import ContributorDefinition, Contributors
+from worker.render.config import parse_config
+from worker.render.renderer import Renderer
 
 SYSTEM = {"role": "system", "content": "BASE"}
 USER = {"role": "user", "content": "question"}
@@ -212,8 +212,8 @@ def test_contributors_that_do_not_apply_leave_every_reply_identical() -> None:
 
 def test_agent_filter_matches_the_legacy_payload_agent_name() -> None:
     """Legacy (seed-001) jobs carry their agent in `legacy.agent_name`, not in `stage`."""
-    from worker.config import parse_config
-    from worker.render import Renderer
+    from worker.render.config import parse_config
+    from worker.render.renderer import Renderer
 
     config = parse_config(
         {

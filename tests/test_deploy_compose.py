@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from worker import settings
+from worker.transport import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

@@ -148,7 +148,7 @@ def test_final_stage_runs_serve_as_non_root_with_documented_config() -> None:
 
 
 def test_default_config_shipped_in_the_image_loads() -> None:
-    from worker.config import load_config
+    from worker.render.config import load_config
 
     config = load_config(ROOT / "deploy" / "worker.yaml")
     assert config.mcp_servers == {}

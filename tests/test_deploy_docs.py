@@ -3,8 +3,8 @@
 import re
 from pathlib import Path
 
-from worker import settings
 from worker.commands import replay_dead_cmd
+from worker.transport import settings
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "OPERATIONS.md"
 

@@ -16,8 +16,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from worker import settings, topology
-from worker.config import parse_config
+from worker.render.config import parse_config
+from worker.transport import settings, topology
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "deploy" / "k8s"

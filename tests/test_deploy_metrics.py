@@ -3,7 +3,7 @@
 A renamed metric does not break a dashboard loudly: the panel just goes empty. So each
 PromQL expression in deploy/grafana/build-prompt-worker.json and
 deploy/prometheus/alerts.yml is taken apart here, and every series it selects must be
-one the worker exports (worker.metrics, read from a live registry so histogram and
+one the worker exports (worker.ops.metrics, read from a live registry so histogram and
 counter suffixes are the real ones) or one documented below for RabbitMQ's plugin.
 Label names used on worker metrics must be labels those metrics have.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from worker.metrics import METRIC_NAMES, Metrics
+from worker.ops.metrics import METRIC_NAMES, Metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "deploy" / "grafana" / "build-prompt-worker.json"

@@ -2,7 +2,7 @@
 
 A broker provisioned from this file must accept the worker's own declarations: RabbitMQ
 answers a re-declaration with different arguments with 406 PRECONDITION_FAILED and the
-worker could not start. So the file is compared with `worker.topology` offline, then
+worker could not start. So the file is compared with `worker.transport.topology` offline, then
 loaded into the real broker (declared from the JSON under unique names, and imported
 with `rabbitmqctl import_definitions` into a scratch vhost when rabbitmqctl is usable)
 and the worker's `topology.declare` is run against it.
@@ -30,7 +30,7 @@ from tests.integration.helpers import (
     unique_topology,
     wait_for,
 )
-from worker import topology
+from worker.transport import topology
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFINITIONS = ROOT / "deploy" / "rabbitmq" / "definitions.json"

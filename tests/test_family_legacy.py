@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from schemas.families import LegacyPayload
-from worker.config import parse_config
 from worker.families.legacy.components import (
     format_alert_section,
     format_alert_value,
@@ -33,7 +32,8 @@ from worker.families.legacy.prompts import (
     display_max_iterations,
     get_enhanced_react_system_message,
 )
-from worker.render import Renderer
+from worker.render.config import parse_config
+from worker.render.renderer import Renderer
 
 GENERAL_HEAD = "## General SRE Agent Instructions\n\nYou are an expert Site Reliability Engineer"
 GENERAL_TAIL = "Focus on root cause analysis and sustainable solutions."
@@ -701,8 +701,8 @@ def test_every_template_constant_is_versioned() -> None:
 
 
 def test_inline_text_moves_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker.families.base import template_version
     from worker.families.legacy import builder, prompts
-    from worker.family import template_version
 
     before = template_version("legacy", builder.versioned_texts())
     original = prompts.build_stage_info

@@ -12,7 +12,7 @@ from worker.families.skill import (
     build_system_prompt,
     format_tool_descriptions,
 )
-from worker.render import Renderer
+from worker.render.renderer import Renderer
 
 
 def tool(name: str, description: str = "", parameters: Any = None) -> SkillTool:
@@ -253,7 +253,7 @@ def test_the_payload_is_required(renderer: Renderer, kind: str) -> None:
 
 def test_inline_text_moves_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
     from worker.families import skill
-    from worker.family import template_version
+    from worker.families.base import template_version
 
     before = template_version("skill", skill.versioned_texts())
     original = skill.build_available_files_section

@@ -6,7 +6,7 @@ from typing import Any
 import orjson
 import pytest
 
-from worker.render import Renderer
+from worker.render.renderer import Renderer
 
 
 def render(renderer: Renderer, job: Any) -> dict[str, Any]:
@@ -227,7 +227,7 @@ def test_ok_reply_meta(renderer: Renderer) -> None:
 def test_a_builder_bug_is_an_internal_error_reply(
     renderer: Renderer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from worker.prompt import builder
+    from worker.families.tarsy import builder
 
     def explode(*_: Any) -> Any:
         raise RuntimeError("boom")

@@ -11,11 +11,11 @@ import orjson
 import pytest
 import structlog
 
-from worker.consumer import Worker
-from worker.logs import configure_logging, format_exception, get_logger, payload_logging_enabled
-from worker.metrics import Metrics
-from worker.render import Renderer
-from worker.settings import Settings
+from worker.ops.logs import configure_logging, format_exception, get_logger, payload_logging_enabled
+from worker.ops.metrics import Metrics
+from worker.render.renderer import Renderer
+from worker.transport.consumer import Worker
+from worker.transport.settings import Settings
 
 CANARY = "CANARY-7f3c-do-not-log"
 

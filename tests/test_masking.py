@@ -23,14 +23,14 @@ from tests.masking_corpus.positions import (
     Position,
     position_id,
 )
-from worker.config import WorkerConfig, load_config, parse_config
 from worker.errors import ConfigError
 from worker.masking import fields
 from worker.masking.config import MaskingConfig
 from worker.masking.detectors import BUILTIN, Detector
 from worker.masking.masker import REDACTION_NOTICE, Masker, _walk
 from worker.masking.text import TextView
-from worker.render import Renderer
+from worker.render.config import WorkerConfig, load_config, parse_config
+from worker.render.renderer import Renderer
 
 MASKING_ON = Renderer(WorkerConfig())
 MASKING_OFF = Renderer(WorkerConfig(masking=MaskingConfig(enabled=False)))

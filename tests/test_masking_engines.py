@@ -13,11 +13,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.masking_corpus.positions import SECRET_CASES
-from worker.config import load_config
 from worker.errors import ConfigError
 from worker.masking import libhs, prefilter
 from worker.masking.config import MaskingConfig
 from worker.masking.masker import Masker
+from worker.render.config import load_config
 
 IN_CI = os.environ.get("CI") == "true"
 needs_libhs = pytest.mark.skipif(

@@ -1,6 +1,6 @@
 """`Metrics.job_done`: what one answered job adds to the exported series."""
 
-from worker.metrics import Metrics
+from worker.ops.metrics import Metrics
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float:

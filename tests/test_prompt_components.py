@@ -8,31 +8,31 @@ from types import MappingProxyType
 from typing import Any
 
 from schemas.job import ChatExchange, HistoryMessage, Job, PreviousAttempt, TimelineEvent, Tool
-from worker.context.investigation_formatter import format_investigation_context
-from worker.context.stage_formatter import format_stage_context
-from worker.family import RenderContext
-from worker.prompt import builder
-from worker.prompt.chat import format_chat_history
-from worker.prompt.components import (
+from worker.families.base import RenderContext
+from worker.families.mcp_servers import MCPServerRegistry
+from worker.families.tarsy import builder
+from worker.families.tarsy.chat import format_chat_history
+from worker.families.tarsy.components import (
     format_alert_section,
     format_chain_context,
     format_previous_attempt,
     format_runbook_section,
 )
-from worker.prompt.instructions import (
+from worker.families.tarsy.instructions import (
     compose_chat_instructions,
     compose_instructions,
     compose_investigation_instructions,
 )
-from worker.prompt.templates import (
+from worker.families.tarsy.investigation_context import format_investigation_context
+from worker.families.tarsy.stage_context import format_stage_context
+from worker.families.tarsy.templates import (
     CHAT_GENERAL_INSTRUCTIONS,
     CHAT_RESPONSE_GUIDELINES,
     GENERAL_INSTRUCTIONS,
     REACT_FORMAT_INSTRUCTIONS,
     SEPARATOR,
 )
-from worker.prompt.tools import extract_parameters, format_tool_descriptions
-from worker.registry import MCPServerRegistry
+from worker.families.tarsy.tools import extract_parameters, format_tool_descriptions
 
 REGISTRY = MCPServerRegistry(
     MappingProxyType({"k8s": "Use kubectl.", "prom": "Use PromQL.", "quiet": ""})

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from schemas.job import KIND_ALIASES, Kind
 from worker.commands.render_cmd import iter_jobs
-from worker.render import Renderer
+from worker.render.renderer import Renderer
 
 RENDERER = Renderer()
 

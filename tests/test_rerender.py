@@ -13,8 +13,8 @@ import pytest
 
 from tests.conftest import CONFORMANCE, REPO
 from worker.cli import main
-from worker.config import load_config
-from worker.render import Renderer
+from worker.render.config import load_config
+from worker.render.renderer import Renderer
 from worker.rerender.drift import DiffWriter, message_diff
 from worker.rerender.lines import LineReader, byte_ranges, parse_line, read_range, split_lines
 from worker.rerender.local import LocalEngine

@@ -29,9 +29,9 @@ from tests.integration.helpers import (
 )
 from tests.test_rerender import conformance_lines, records, write_lines
 from worker.cli import main
-from worker.config import load_config
-from worker.render import Renderer
-from worker.topology import Topology, declare
+from worker.render.config import load_config
+from worker.render.renderer import Renderer
+from worker.transport.topology import Topology, declare
 
 __all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used here
 

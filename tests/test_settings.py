@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.settings import (
+from worker.transport.settings import (
     DEFAULT_AMQP_URL,
     SETTINGS,
     Settings,
@@ -17,7 +17,11 @@ from worker.settings import (
     from_env,
     resolve,
 )
-from worker.topology import DEFAULT_DEAD_LETTER, DEFAULT_REPLY_QUEUE, DEFAULT_REQUEST_QUEUE
+from worker.transport.topology import (
+    DEFAULT_DEAD_LETTER,
+    DEFAULT_REPLY_QUEUE,
+    DEFAULT_REQUEST_QUEUE,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 
 from tests.system_prompt_helpers import build, bundled, system_text
-from worker.config import parse_config
 from worker.errors import ConfigError
 from worker.families.system_prompt.builder import prepare
+from worker.render.config import parse_config
 
 
 @pytest.fixture()
@@ -140,8 +140,8 @@ def test_optional_prompt_fields_are_accepted() -> None:
 
 def test_without_prepared_state_build_fails_loudly() -> None:
     from schemas.job import Job
+    from worker.families.base import RenderContext
     from worker.families.system_prompt.builder import FAMILY
-    from worker.family import RenderContext
 
     job = Job.model_validate({"job_id": "j", "kind": "system_prompt", "system_prompt": {}})
     with pytest.raises(RuntimeError, match="templates not loaded"):

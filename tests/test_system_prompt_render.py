@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from schemas.system_prompt import Goal
 from tests.system_prompt_helpers import BUDGETS, REPO, build, job
-from worker.config import load_config
 from worker.families.system_prompt.goal import render_goal
-from worker.render import Renderer
+from worker.render.config import load_config
+from worker.render.renderer import Renderer
 
 EXAMPLES = REPO / "examples"
 BENCH_JOBS = REPO / "bench" / "jobs"

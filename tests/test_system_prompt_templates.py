@@ -20,12 +20,12 @@ from tests.system_prompt_helpers import (
     parse_job,
     system_text,
 )
-from worker.config import WorkerConfig
 from worker.errors import ConfigError
 from worker.families.system_prompt.builder import FAMILY, prepare
 from worker.families.system_prompt.config import SystemPromptConfig
 from worker.families.system_prompt.registry import CORE_MANDATES_ID, SANITY_CHECK_ID, PromptRegistry
 from worker.families.system_prompt.store import TemplateSource, TemplateStore, read_directory
+from worker.render.config import WorkerConfig
 
 
 def test_every_mode_has_five_bundled_tiers_and_nothing_else() -> None:
@@ -152,7 +152,7 @@ def test_templates_are_read_once_at_start_up(tmp_path: Path) -> None:
 def test_a_relative_templates_dir_is_relative_to_the_config_file(tmp_path: Path) -> None:
     write(tmp_path, "conf/my-templates/planning/tier1.md", "Plan small.")
     write(tmp_path, "conf/worker.yaml", "templates_dir: my-templates\n")
-    from worker.config import load_config
+    from worker.render.config import load_config
 
     config = load_config(tmp_path / "conf" / "worker.yaml")
     assert system_text(build({"mode": "planning", "tier": 1}, config)).startswith("Plan small.\n\n")
@@ -199,8 +199,8 @@ def test_every_bundled_template_and_builtin_feeds_the_version() -> None:
 
 
 def test_inline_goal_text_moves_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker.families.base import template_version
     from worker.families.system_prompt import builder
-    from worker.family import template_version
 
     before = template_version("system_prompt", builder.versioned_texts())
     original = builder.render_goal

@@ -2,9 +2,9 @@
 
 import pytest
 
-from worker.families_registry import FAMILIES
-from worker.family import template_version
-from worker.prompt import templates
+from worker.families import FAMILIES
+from worker.families.base import template_version
+from worker.families.tarsy import templates
 
 
 def test_version_is_stable_for_the_same_texts() -> None:
@@ -42,7 +42,7 @@ def test_families_have_distinct_versions() -> None:
 
 def test_inline_section_text_is_versioned(monkeypatch: pytest.MonkeyPatch) -> None:
     """A heading written inline in a component (not a constant) still moves the version."""
-    from worker.prompt import builder, components
+    from worker.families.tarsy import builder, components
 
     before = template_version("tarsy", builder.versioned_texts())
     original = components.format_runbook_section
@@ -56,7 +56,7 @@ def test_inline_section_text_is_versioned(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_probe_jobs_reach_every_kind() -> None:
     from schemas.job import INVESTIGATION_KINDS, Kind
-    from worker.prompt import builder
+    from worker.families.tarsy import builder
 
     kinds = {Kind(p["kind"]) for p in builder._PROBE_JOBS}
     assert kinds == INVESTIGATION_KINDS | {

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schemas.job import Job, Tool
-from worker.prompt.catalogue import CATALOGUES, ToolCatalogueMemo
-from worker.prompt.tools import format_tool_descriptions
-from worker.render import Renderer
+from worker.families.tarsy.tools import format_tool_descriptions
+from worker.render.catalogue import CATALOGUES, ToolCatalogueMemo
+from worker.render.renderer import Renderer
 
 TOOLS = [
     {

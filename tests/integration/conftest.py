@@ -28,8 +28,8 @@ from tests.integration.helpers import (
     free_port,
     unique_topology,
 )
-from worker.client import PromptClient
-from worker.topology import Topology
+from worker.transport.client import PromptClient
+from worker.transport.topology import Topology
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

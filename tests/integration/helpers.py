@@ -20,7 +20,7 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
-from worker.topology import Topology
+from worker.transport.topology import Topology
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"

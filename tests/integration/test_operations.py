@@ -24,15 +24,15 @@ from tests.integration.helpers import (
     drain,
     wait_for,
 )
-from worker import topology as topology_module
-from worker.client import PromptClient, PromptClientError, PromptTimeout
-from worker.config import load_config
-from worker.consumer import Worker
-from worker.logs import configure_logging
-from worker.metrics import METRIC_NAMES, Metrics
-from worker.render import Renderer
-from worker.settings import Settings
-from worker.topology import Topology
+from worker.ops.logs import configure_logging
+from worker.ops.metrics import METRIC_NAMES, Metrics
+from worker.render.config import load_config
+from worker.render.renderer import Renderer
+from worker.transport import topology as topology_module
+from worker.transport.client import PromptClient, PromptClientError, PromptTimeout
+from worker.transport.consumer import Worker
+from worker.transport.settings import Settings
+from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
 

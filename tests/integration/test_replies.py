@@ -19,8 +19,8 @@ from tests.integration.helpers import (
     queue_depth,
     wait_for,
 )
-from worker.client import PromptClient
-from worker.topology import Topology
+from worker.transport.client import PromptClient
+from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
 

@@ -21,8 +21,8 @@ from tests.integration.helpers import (
     close_connections_of,
     wait_for,
 )
-from worker.client import PromptClient
-from worker.topology import Topology
+from worker.transport.client import PromptClient
+from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
 

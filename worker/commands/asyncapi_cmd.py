@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from schemas.asyncapi import render_asyncapi
+from worker.transport.asyncapi import render_asyncapi
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -3,8 +3,8 @@
 import argparse
 import sys
 
-from worker.config import CONFIG_ENV, WorkerConfig, load_config
 from worker.errors import ConfigError
+from worker.render.config import CONFIG_ENV, WorkerConfig, load_config
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:

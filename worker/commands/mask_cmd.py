@@ -17,9 +17,9 @@ from typing import Any
 
 import orjson
 
-from worker.config import load_config
 from worker.errors import ConfigError
 from worker.masking.masker import Masker
+from worker.render.config import load_config
 
 PROG = "prompt-worker mask"
 

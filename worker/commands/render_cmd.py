@@ -13,7 +13,7 @@ from typing import IO
 import orjson
 
 from worker.commands.common import add_config_argument, load_config_or_exit
-from worker.render import Renderer
+from worker.render.renderer import Renderer
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

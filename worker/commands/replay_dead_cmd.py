@@ -18,8 +18,8 @@ import sys
 
 import orjson
 
-from worker import settings
-from worker.replay import Action, DeadLetter, ReplayError, replay_dead
+from worker.transport import settings
+from worker.transport.replay import Action, DeadLetter, ReplayError, replay_dead
 
 # The serve settings this command needs, with the same flags and variables.
 _SETTINGS = ("amqp_url", "request_queue", "dead_letter_queue")

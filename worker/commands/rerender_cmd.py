@@ -179,8 +179,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 def _broker_engine(args: argparse.Namespace) -> Engine:
     # Imported here: the local engine must not pay for aio-pika at start-up.
     from worker.rerender.broker import DEFAULT_TIMEOUT, DEFAULT_WINDOW, BrokerEngine
-    from worker.settings import DEFAULT_AMQP_URL
-    from worker.topology import DEFAULT_REQUEST_QUEUE
+    from worker.transport.settings import DEFAULT_AMQP_URL
+    from worker.transport.topology import DEFAULT_REQUEST_QUEUE
 
     url = args.broker or os.environ.get(AMQP_URL_ENV) or DEFAULT_AMQP_URL
     try:
@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         if args.broker is not None:
             engine = _broker_engine(args)
         else:
-            from worker.render import Renderer
+            from worker.render.renderer import Renderer
             from worker.rerender.local import LocalEngine
 
             config = load_config_or_exit(args.config)

@@ -15,15 +15,15 @@ import signal
 import sys
 
 from worker import __version__
-from worker.config import WorkerConfig, load_config
-from worker.consumer import Worker
 from worker.errors import ConfigError
-from worker.http import HealthServer
-from worker.logs import configure_logging, get_logger
-from worker.metrics import Metrics
-from worker.render import Renderer
-from worker.settings import Settings, SettingsError, add_arguments, from_args
-from worker.supervisor import Supervisor
+from worker.ops.http import HealthServer
+from worker.ops.logs import configure_logging, get_logger
+from worker.ops.metrics import Metrics
+from worker.render.config import WorkerConfig, load_config
+from worker.render.renderer import Renderer
+from worker.transport.consumer import Worker
+from worker.transport.settings import Settings, SettingsError, add_arguments, from_args
+from worker.transport.supervisor import Supervisor
 
 USAGE_ERROR = 2
 

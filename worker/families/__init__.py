@@ -1,1 +1,26 @@
-"""Prompt families beside the seed-000 builder (`worker.prompt`): legacy, skill, system_prompt."""
+"""Which family builds which kind."""
+
+from schemas.job import Kind
+from worker.families import legacy, skill
+from worker.families.base import Family
+from worker.families.system_prompt import builder as system_prompt
+from worker.families.tarsy import builder as tarsy
+
+FAMILIES: dict[Kind, Family] = {
+    Kind.REACT: tarsy.FAMILY,
+    Kind.NATIVE_THINKING: tarsy.FAMILY,
+    Kind.SYNTHESIS: tarsy.FAMILY,
+    Kind.FORCED_CONCLUSION: tarsy.FAMILY,
+    Kind.MCP_SUMMARIZATION: tarsy.FAMILY,
+    Kind.EXECUTIVE_SUMMARY: tarsy.FAMILY,
+    Kind.LEGACY_REACT: legacy.FAMILY,
+    Kind.LEGACY_STAGE_REACT: legacy.FAMILY,
+    Kind.LEGACY_FINAL_ANALYSIS: legacy.FAMILY,
+    Kind.LEGACY_TOOL_SELECTION: legacy.FAMILY,
+    Kind.LEGACY_ITERATIVE_TOOL_SELECTION: legacy.FAMILY,
+    Kind.SKILL_REACT: skill.FAMILY,
+    Kind.SKILL_ERROR_OBSERVATION: skill.FAMILY,
+    Kind.SYSTEM_PROMPT: system_prompt.FAMILY,
+}
+
+assert set(FAMILIES) == set(Kind), "every kind needs a family"

@@ -9,7 +9,7 @@ from typing import Any
 
 from schemas.families import AvailableFile, Skill, SkillTool
 from schemas.job import Job, Kind
-from worker.family import BuildResult, Family, RenderContext, template_version
+from worker.families.base import BuildResult, Family, RenderContext, template_version
 
 # Verbatim; it starts and ends with a newline, as the seed's triple-quoted string does.
 AUTONOMOUS_SKILL_SYSTEM_PROMPT = """

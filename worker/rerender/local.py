@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from worker.render import Renderer
+from worker.render.renderer import Renderer
 from worker.rerender.lines import (
     Block,
     Line,

@@ -5,6 +5,7 @@ from types import MappingProxyType
 
 from schemas.families import LegacyPayload
 from schemas.job import Job, Kind
+from worker.families.base import BuildResult, Family, Messages, RenderContext, template_version
 from worker.families.legacy.probes import PROBE_JOBS
 from worker.families.legacy.prompts import (
     build_final_analysis_prompt,
@@ -20,9 +21,8 @@ from worker.families.legacy.templates import (
     ITERATIVE_MCP_TOOL_SELECTION_SYSTEM_MESSAGE,
     MCP_TOOL_SELECTION_SYSTEM_MESSAGE,
 )
-from worker.family import BuildResult, Family, Messages, RenderContext, template_version
-from worker.prompt.instructions import compose_instructions
-from worker.registry import MCPServerRegistry
+from worker.families.mcp_servers import MCPServerRegistry
+from worker.families.tarsy.instructions import compose_instructions
 
 
 def composed_instructions(payload: LegacyPayload, ctx: RenderContext) -> str:

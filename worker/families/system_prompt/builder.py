@@ -9,6 +9,7 @@ from importlib.resources import files
 
 from schemas.job import Job
 from schemas.system_prompt import DEFAULT_CONTEXT_TOKENS, SystemPromptPayload
+from worker.families.base import BuildResult, Family, RenderContext, template_version
 from worker.families.system_prompt.config import PromptDefinition, SystemPromptConfig
 from worker.families.system_prompt.goal import render_goal
 from worker.families.system_prompt.registry import (
@@ -24,7 +25,6 @@ from worker.families.system_prompt.store import (
     read_directory,
 )
 from worker.families.system_prompt.tiers import BUDGET_TOKENS, estimate_tokens, tier_for_context
-from worker.family import BuildResult, Family, RenderContext, template_version
 
 NAME = "system_prompt"
 

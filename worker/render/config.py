@@ -12,11 +12,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from worker.contributors import ContributorDefinition
 from worker.errors import ConfigError
+from worker.families.contributors import ContributorDefinition
+from worker.families.mcp_servers import MCPServerRegistry
 from worker.families.system_prompt.config import PromptDefinition, SystemPromptConfig
 from worker.masking.config import MaskingConfig
-from worker.registry import MCPServerRegistry
 
 CONFIG_ENV = "PROMPT_WORKER_CONFIG"
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.job import Job
-from worker.registry import MCPServerRegistry
+from worker.families.mcp_servers import MCPServerRegistry
 
 Messages = list[dict[str, str]]
 

@@ -39,7 +39,7 @@ from aio_pika.abc import (
 from aiormq.exceptions import DeliveryError, PublishError
 from yarl import URL
 
-from worker.topology import DEFAULT_REQUEST_QUEUE
+from worker.transport.topology import DEFAULT_REQUEST_QUEUE
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_TIMEOUT = 30.0

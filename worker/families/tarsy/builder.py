@@ -7,21 +7,22 @@ the forced-conclusion prompt, MCP summarization and executive-summary prompts.
 from types import MappingProxyType
 
 from schemas.job import Chat, Job, Kind, Stage, Strategy
-from worker.context.investigation_formatter import investigation_context_parts
-from worker.context.stage_formatter import format_stage_context
-from worker.family import BuildResult, Family, Messages, RenderContext, template_version
-from worker.prompt.chat import build_chat_user_message
-from worker.prompt.components import (
+from worker.families.base import BuildResult, Family, Messages, RenderContext, template_version
+from worker.families.mcp_servers import MCPServerRegistry
+from worker.families.tarsy.chat import build_chat_user_message
+from worker.families.tarsy.components import (
     format_alert_section,
     format_chain_context,
     format_previous_attempt,
     format_runbook_section,
 )
-from worker.prompt.instructions import (
+from worker.families.tarsy.instructions import (
     compose_chat_instructions,
     compose_investigation_instructions,
 )
-from worker.prompt.templates import (
+from worker.families.tarsy.investigation_context import investigation_context_parts
+from worker.families.tarsy.stage_context import format_stage_context
+from worker.families.tarsy.templates import (
     ALL_TEMPLATES,
     ANALYSIS_TASK,
     EXECUTIVE_SUMMARY_SYSTEM_PROMPT,
@@ -36,8 +37,7 @@ from worker.prompt.templates import (
     SYNTHESIS_SYSTEM_TASK,
     SYNTHESIS_TASK,
 )
-from worker.prompt.tools import available_tools_preamble
-from worker.registry import MCPServerRegistry
+from worker.families.tarsy.tools import available_tools_preamble
 
 
 def previous_stage_context(stage: Stage) -> str:

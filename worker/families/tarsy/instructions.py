@@ -7,12 +7,12 @@ custom instructions. The seed-001 family reuses this with its own tier-1 text.
 
 from collections.abc import Sequence
 
-from worker.prompt.templates import (
+from worker.families.mcp_servers import MCPServerRegistry
+from worker.families.tarsy.templates import (
     CHAT_GENERAL_INSTRUCTIONS,
     CHAT_RESPONSE_GUIDELINES,
     GENERAL_INSTRUCTIONS,
 )
-from worker.registry import MCPServerRegistry
 
 
 def compose_instructions(

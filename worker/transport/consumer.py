@@ -20,7 +20,7 @@ When the reply cannot be delivered:
   after a short pause;
 * the connection or channel fails: the job is left unacknowledged and comes back.
 
-The job code (`worker.render`) never sees the transport; this module never looks
+The job code (`worker.render.renderer`) never sees the transport; this module never looks
 inside a job beyond the facts `RenderOutcome` hands it.
 """
 
@@ -41,12 +41,12 @@ from aiormq.exceptions import ChannelPreconditionFailed, DeliveryError, PublishE
 from yarl import URL
 
 from schemas.reply import ErrorCode
-from worker import topology
-from worker.logs import format_exception, get_logger, payload_logging_enabled
-from worker.metrics import Metrics, kind_label
-from worker.offload import RenderPool, RenderProcessDied
-from worker.render import Renderer, RenderOutcome, error_reply
-from worker.settings import Settings
+from worker.ops.logs import format_exception, get_logger, payload_logging_enabled
+from worker.ops.metrics import Metrics, kind_label
+from worker.render.renderer import Renderer, RenderOutcome, error_reply
+from worker.transport import topology
+from worker.transport.offload import RenderPool, RenderProcessDied
+from worker.transport.settings import Settings
 
 # How long to wait before handing a job back when the broker refused (nacked) its
 # reply, e.g. because the reply queue is full: an immediate requeue would spin.

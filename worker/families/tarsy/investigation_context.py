@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 
 from schemas.job import TimelineEvent
-from worker.prompt.templates import SEPARATOR
+from worker.families.tarsy.templates import SEPARATOR
 
 _HEADER = f"{SEPARATOR}\n📋 INVESTIGATION HISTORY\n{SEPARATOR}\n\n# Original Investigation\n\n"
 

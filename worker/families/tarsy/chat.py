@@ -3,8 +3,8 @@
 from collections.abc import Sequence
 
 from schemas.job import Chat, ChatExchange, Tool
-from worker.prompt.templates import SEPARATOR
-from worker.prompt.tools import available_tools_preamble
+from worker.families.tarsy.templates import SEPARATOR
+from worker.families.tarsy.tools import available_tools_preamble
 
 # Role -> heading of a history message. `system` is absent: the seed drops it.
 # `tool` is deviation D2 (SPEC.md §5): the seed dropped it silently.

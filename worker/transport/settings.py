@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from worker import topology
-from worker.render import DEFAULT_MAX_MESSAGE_BYTES
+from worker.render.renderer import DEFAULT_MAX_MESSAGE_BYTES
+from worker.transport import topology
 
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_PREFETCH = 64

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
-from worker.logs import get_logger
-from worker.settings import Settings
+from worker.ops.logs import get_logger
+from worker.transport.settings import Settings
 
 CONFIG_ERROR_EXIT = 2
 _PR_SET_PDEATHSIG = 1

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from schemas.job import Tool
-from worker.prompt.catalogue import CATALOGUES
+from worker.render.catalogue import CATALOGUES
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 # The C string encoder `json` itself uses for ensure_ascii=False.

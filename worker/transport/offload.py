@@ -17,10 +17,10 @@ import signal
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from worker.config import WorkerConfig
-from worker.logs import format_exception, payload_logging_enabled
-from worker.render import Renderer, RenderOutcome
-from worker.supervisor import die_with_parent
+from worker.ops.logs import format_exception, payload_logging_enabled
+from worker.render.config import WorkerConfig
+from worker.render.renderer import Renderer, RenderOutcome
+from worker.transport.supervisor import die_with_parent
 
 _renderer: Renderer | None = None
 _trace_messages = False

@@ -12,7 +12,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from worker.metrics import Metrics
+from worker.ops.metrics import Metrics
 
 
 class HealthServer:

@@ -17,13 +17,13 @@ from pydantic import ValidationError
 from schemas.job import Job, Tool, kind_rule_violations
 from schemas.reply import ErrorCode
 from worker import __version__
-from worker.config import WorkerConfig
-from worker.contributors import Contributors
+from worker.families import FAMILIES
+from worker.families.base import RenderContext
+from worker.families.contributors import Contributors
 from worker.families.system_prompt import builder as system_prompt
-from worker.families_registry import FAMILIES
-from worker.family import RenderContext
 from worker.masking.masker import Masker
-from worker.prompt.catalogue import CATALOGUES
+from worker.render.catalogue import CATALOGUES
+from worker.render.config import WorkerConfig
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 # Stands in for a known tool catalogue cut out of a body before parsing. Random per
