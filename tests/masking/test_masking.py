@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 
 from schemas.job import Job
 from tests.conftest import BENCH_JOBS, CONFORMANCE, REPO, read_jsonl
-from tests.masking_corpus.positions import (
+from tests.masking.corpus.positions import (
     BENIGN_CASES,
     POSITIONS,
     SECRET_CASES,
@@ -449,5 +449,5 @@ def test_every_payload_of_the_job_is_considered() -> None:
 
 
 def test_repository_corpus_files_exist() -> None:
-    assert (REPO / "tests" / "masking_corpus" / "secrets.yaml").is_file()
-    assert (REPO / "tests" / "masking_corpus" / "benign.yaml").is_file()
+    assert (REPO / "tests" / "masking" / "corpus" / "secrets.yaml").is_file()
+    assert (REPO / "tests" / "masking" / "corpus" / "benign.yaml").is_file()

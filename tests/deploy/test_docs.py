@@ -6,7 +6,7 @@ from pathlib import Path
 from worker.commands import replay_dead_cmd
 from worker.transport import settings
 
-OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "OPERATIONS.md"
+OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md"
 
 
 def reference_rows() -> dict[str, list[str]]:

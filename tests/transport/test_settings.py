@@ -23,7 +23,7 @@ from worker.transport.topology import (
     DEFAULT_REQUEST_QUEUE,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # The names the deployment (Helm values, compose file, docs) relies on.
 REQUIRED_ENV = {

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from schemas.system_prompt import Mode
-from tests.system_prompt_helpers import (
+from tests.families.system_prompt.helpers import (
     BUDGETS,
     BUNDLED_DIR,
     MODES,

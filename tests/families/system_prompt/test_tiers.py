@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.system_prompt_helpers import BUDGETS, build
+from tests.families.system_prompt.helpers import BUDGETS, build
 from worker.families.system_prompt.tiers import estimate_tokens, tier_for_context
 
 

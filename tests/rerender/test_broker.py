@@ -27,7 +27,7 @@ from tests.integration.helpers import (
     WorkerProcess,
     broker_reachable,
 )
-from tests.test_rerender import conformance_lines, records, write_lines
+from tests.rerender.test_local import conformance_lines, records, write_lines
 from worker.cli import main
 from worker.render.config import load_config
 from worker.render.renderer import Renderer

@@ -12,7 +12,7 @@ from typing import Any, get_args
 import pytest
 from structlog.testing import capture_logs
 
-from tests.masking_corpus.positions import SECRET_CASES
+from tests.masking.corpus.positions import SECRET_CASES
 from worker.errors import ConfigError
 from worker.masking import libhs, prefilter
 from worker.masking.config import MaskingConfig

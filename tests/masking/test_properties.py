@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.masking_corpus.positions import BENIGN_CASES, SECRET_CASES
+from tests.masking.corpus.positions import BENIGN_CASES, SECRET_CASES
 from worker.masking import fields, prefilter
 from worker.masking.config import MaskingConfig
 from worker.masking.detectors import BUILTIN

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schemas.system_prompt import Goal
-from tests.system_prompt_helpers import BUDGETS, REPO, build, job
+from tests.families.system_prompt.helpers import BUDGETS, REPO, build, job
 from worker.families.system_prompt.goal import render_goal
 from worker.render.config import load_config
 from worker.render.renderer import Renderer

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tests.conformance_helpers import assert_same_messages
 from tests.conftest import BENCH_JOBS, CONFORMANCE, SEED_000_KINDS, SHARED, read_jsonl
+from tests.render.conformance_helpers import assert_same_messages
 from worker.render.renderer import Renderer
 
 CASES = list(read_jsonl(CONFORMANCE / "cases.jsonl"))

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from tests.conftest import CONFORMANCE, REPO
-from tests.test_rerender import conformance_lines, write_lines
+from tests.rerender.test_local import conformance_lines, write_lines
 
 CONFIG = str(CONFORMANCE / "worker.yaml")
 # Big enough that a run takes seconds, so the signals land mid-run.

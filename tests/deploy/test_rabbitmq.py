@@ -32,7 +32,7 @@ from tests.integration.helpers import (
 )
 from worker.transport import topology
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEFINITIONS = ROOT / "deploy" / "rabbitmq" / "definitions.json"
 SECTIONS = ("queues", "exchanges", "bindings")
 

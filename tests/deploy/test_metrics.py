@@ -19,7 +19,7 @@ import yaml
 
 from worker.ops.metrics import METRIC_NAMES, Metrics
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "build-prompt-worker.json"
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 

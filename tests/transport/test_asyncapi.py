@@ -21,7 +21,7 @@ from worker.render.renderer import Renderer
 from worker.transport import topology
 from worker.transport.asyncapi import ASYNCAPI_FILE, asyncapi_document, render_asyncapi
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "schemas" / ASYNCAPI_FILE
 CASES = ROOT / "tests" / "conformance" / "cases.jsonl"
 DOC_URI = "urn:build-prompt-worker:asyncapi"

@@ -19,7 +19,7 @@ import yaml
 from worker.render.config import parse_config
 from worker.transport import settings, topology
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 CORE_KINDS = {"ConfigMap", "Deployment", "Service", "PodDisruptionBudget"}
 CRD_API = {

@@ -9,7 +9,7 @@ from worker.families.base import BuildResult, RenderContext
 from worker.families.system_prompt.builder import FAMILY, prepare
 from worker.render.config import WorkerConfig, parse_config
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 BUNDLED_DIR = REPO / "worker" / "templates" / "system_prompt"
 MODES = ("assistant", "developer", "planning", "debugger", "user")
 TIERS = (1, 2, 3, 4, 5)

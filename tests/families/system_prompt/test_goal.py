@@ -3,7 +3,7 @@
 from typing import Any
 
 from schemas.system_prompt import Goal
-from tests.system_prompt_helpers import build, system_text
+from tests.families.system_prompt.helpers import build, system_text
 from worker.families.system_prompt.goal import render_goal
 
 # Seed 003's own example, "Goal in System Prompt".

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from tests.system_prompt_helpers import build, bundled, system_text
+from tests.families.system_prompt.helpers import build, bundled, system_text
 from worker.errors import ConfigError
 from worker.families.system_prompt.builder import prepare
 from worker.render.config import parse_config
