@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from schemas.job import Job, Tool
 from worker.families.tarsy.tools import format_tool_descriptions
 from worker.render.catalogue import CATALOGUES, ToolCatalogueMemo
+from worker.render.decode import load_body, validate_job
 from worker.render.renderer import Renderer
 
 TOOLS = [
@@ -51,8 +52,8 @@ def test_hit_and_miss_agree_with_a_memo_free_rendering() -> None:
 def test_a_job_validated_on_a_hit_equals_the_one_validated_on_a_miss() -> None:
     CATALOGUES.clear()
     data = json.loads(job("same"))
-    miss = Renderer._validate(data)
-    hit = Renderer._validate(data)
+    miss = validate_job(data)
+    hit = validate_job(data)
     assert hit == miss == Job.model_validate(data)
     assert hit.model_fields_set == miss.model_fields_set
     assert hit.tools is miss.tools  # the memoised list itself: the text memo keys on it
@@ -155,7 +156,7 @@ def test_a_repeated_catalogue_is_cut_out_of_the_next_body() -> None:
     first = job("1", alert="first")
     warm(first)
     body = job("2", alert="second")
-    data, tools = Renderer._load(body)
+    data, tools = load_body(body)
     assert "tools" not in data
     assert tools is CATALOGUES.tools(COMPACT)  # the memoised list itself
     assert data == {k: v for k, v in json.loads(body).items() if k != "tools"}
@@ -172,7 +173,7 @@ def test_spellings_are_learnt_once_the_catalogue_is_known() -> None:
     for body, spellings in ((compact, 0), (compact, 1), (compact, 1), (pretty, 2), (pretty, 2)):
         renderer.render(body)
         assert CATALOGUES.spellings() == spellings
-    assert Renderer._load(pretty)[1] is Renderer._load(compact)[1] is not None
+    assert load_body(pretty)[1] is load_body(compact)[1] is not None
 
 
 def test_a_one_off_catalogue_costs_no_learning() -> None:

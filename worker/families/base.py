@@ -7,11 +7,11 @@ configuration itself. Builders never do I/O.
 """
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from schemas.job import Job
+from schemas.job import Job, Tool
 from worker.families.mcp_servers import MCPServerRegistry
 
 Messages = list[dict[str, str]]
@@ -24,11 +24,36 @@ class BuildResult:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+class ToolTexts(Protocol):
+    """Where a family keeps the text it made of a tool list, for the next job that
+    carries the very same list object. The renderer hands every job carrying a
+    catalogue it has seen before that one object (render/catalogue.py), so the text
+    is made once per catalogue, not once per job."""
+
+    def text(self, tools: Sequence[Tool]) -> str | None: ...
+
+    def remember_text(self, tools: Sequence[Tool], text: str) -> None: ...
+
+
+class _NoToolTexts:
+    """Keeps nothing: every list's text is made afresh."""
+
+    def text(self, tools: Sequence[Tool]) -> None:
+        return None
+
+    def remember_text(self, tools: Sequence[Tool], text: str) -> None:
+        return None
+
+
+NO_TOOL_TEXTS: ToolTexts = _NoToolTexts()
+
+
 @dataclass(frozen=True, slots=True)
 class RenderContext:
     """Read-only inputs of the builders besides the job, made once at start-up."""
 
     registry: MCPServerRegistry = field(default_factory=MCPServerRegistry)
+    tool_texts: ToolTexts = NO_TOOL_TEXTS
     # Family-specific state prepared at start-up from the family's own section of the
     # configuration (e.g. the seed-003 template store), keyed by family name, so one
     # family's setup cost is never paid per job.

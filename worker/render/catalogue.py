@@ -10,7 +10,7 @@ Parsing the list costs more than validating it once it is memoised (a fifth of t
 typical ReAct job), so the memo also learns how producers spell a catalogue in their
 bodies: `locate` finds a known spelling as the value of a `"tools"` key that is the
 body's last member, and the renderer parses the body with the catalogue cut out (see
-`Renderer._load`, which checks that the key it found is the job's own). Only the last
+`decode.load_body`, which checks that the key it found is the job's own). Only the last
 member: finding it costs a few byte comparisons at the end of the body, where
 searching a body for the key cost more than the parse it saves on jobs without tools
 (~23 µs on a 58 KB chat job). SPEC.md's order puts `tools` after `session` and `stage`,

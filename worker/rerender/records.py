@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from schemas.reply import ErrorCode
-from worker.render.renderer import RenderOutcome
+from worker.render.replies import RenderOutcome
 from worker.rerender.drift import CHANGED, classify, message_diff
 from worker.rerender.lines import Line, canonical_kind
 

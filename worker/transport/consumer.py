@@ -43,7 +43,8 @@ from yarl import URL
 from schemas.reply import ErrorCode
 from worker.ops.logs import format_exception, get_logger, payload_logging_enabled
 from worker.ops.metrics import Metrics, kind_label
-from worker.render.renderer import Renderer, RenderOutcome, error_reply
+from worker.render.renderer import Renderer
+from worker.render.replies import RenderOutcome, error_reply
 from worker.transport import topology
 from worker.transport.offload import RenderPool, RenderProcessDied
 from worker.transport.settings import Settings

@@ -19,7 +19,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 from worker.ops.logs import format_exception, payload_logging_enabled
 from worker.render.config import WorkerConfig
-from worker.render.renderer import Renderer, RenderOutcome
+from worker.render.renderer import Renderer
+from worker.render.replies import RenderOutcome
 from worker.transport.supervisor import die_with_parent
 
 _renderer: Renderer | None = None

@@ -7,7 +7,15 @@ the forced-conclusion prompt, MCP summarization and executive-summary prompts.
 from types import MappingProxyType
 
 from schemas.job import Chat, Job, Kind, Stage, Strategy
-from worker.families.base import BuildResult, Family, Messages, RenderContext, template_version
+from worker.families.base import (
+    NO_TOOL_TEXTS,
+    BuildResult,
+    Family,
+    Messages,
+    RenderContext,
+    ToolTexts,
+    template_version,
+)
 from worker.families.mcp_servers import MCPServerRegistry
 from worker.families.tarsy.chat import build_chat_user_message
 from worker.families.tarsy.components import (
@@ -72,8 +80,10 @@ def _context_sections(job: Job, alert_type: str) -> str:
     return text
 
 
-def build_investigation_user_message(job: Job, with_tools: bool) -> str:
-    tools = available_tools_preamble(job.tools) if with_tools else ""
+def build_investigation_user_message(
+    job: Job, with_tools: bool, tool_texts: ToolTexts = NO_TOOL_TEXTS
+) -> str:
+    tools = available_tools_preamble(job.tools, tool_texts) if with_tools else ""
     return tools + _context_sections(job, job.session.alert_type) + ANALYSIS_TASK
 
 
@@ -95,18 +105,20 @@ def _composed_instructions(job: Job, ctx: RenderContext) -> str:
     return compose(ctx.registry, stage.mcp_servers, stage.custom_instructions)
 
 
-def _user_message(job: Job, with_tools: bool) -> str:
+def _user_message(job: Job, ctx: RenderContext, with_tools: bool) -> str:
     if job.chat is not None:
         tools = job.tools if with_tools else ()
-        return build_chat_user_message(job.chat, investigation_context(job.chat), tools)
-    return build_investigation_user_message(job, with_tools)
+        return build_chat_user_message(
+            job.chat, investigation_context(job.chat), tools, ctx.tool_texts
+        )
+    return build_investigation_user_message(job, with_tools, ctx.tool_texts)
 
 
 def build_react_messages(job: Job, ctx: RenderContext) -> Messages:
     system = f"{_composed_instructions(job, ctx)}\n\n{REACT_FORMAT_INSTRUCTIONS}\n\n{FOCUS_LINE}"
     return [
         {"role": "system", "content": system},
-        {"role": "user", "content": _user_message(job, with_tools=True)},
+        {"role": "user", "content": _user_message(job, ctx, with_tools=True)},
     ]
 
 
@@ -114,7 +126,7 @@ def build_native_thinking_messages(job: Job, ctx: RenderContext) -> Messages:
     # No format instructions and no tool text: tools travel as native function declarations.
     return [
         {"role": "system", "content": f"{_composed_instructions(job, ctx)}\n\n{FOCUS_LINE}"},
-        {"role": "user", "content": _user_message(job, with_tools=False)},
+        {"role": "user", "content": _user_message(job, ctx, with_tools=False)},
     ]
 
 

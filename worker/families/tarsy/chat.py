@@ -3,6 +3,7 @@
 from collections.abc import Sequence
 
 from schemas.job import Chat, ChatExchange, Tool
+from worker.families.base import NO_TOOL_TEXTS, ToolTexts
 from worker.families.tarsy.templates import SEPARATOR
 from worker.families.tarsy.tools import available_tools_preamble
 
@@ -52,14 +53,17 @@ def format_current_task(user_question: str) -> str:
 
 
 def build_chat_user_message(
-    chat: Chat, investigation_context: Sequence[str], tools: Sequence[Tool]
+    chat: Chat,
+    investigation_context: Sequence[str],
+    tools: Sequence[Tool],
+    tool_texts: ToolTexts = NO_TOOL_TEXTS,
 ) -> str:
     """Tools (ReAct only) + investigation context + history + the current question.
 
     `investigation_context` is the context's pieces; everything is joined once (see
     `investigation_context_parts` for why).
     """
-    parts = [available_tools_preamble(tools), *investigation_context]
+    parts = [available_tools_preamble(tools, tool_texts), *investigation_context]
     if chat.history:
         parts.append("\n")
         parts.extend(chat_history_parts(chat.history))

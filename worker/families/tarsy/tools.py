@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from schemas.job import Tool
-from worker.render.catalogue import CATALOGUES
+from worker.families.base import NO_TOOL_TEXTS, ToolTexts
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 # The C string encoder `json` itself uses for ensure_ascii=False.
@@ -86,26 +86,26 @@ def format_tool_block(tool: Tool) -> str:
     return block + "    **Parameters**: None\n"
 
 
-def format_tool_descriptions(tools: Sequence[Tool]) -> str:
+def format_tool_descriptions(tools: Sequence[Tool], texts: ToolTexts = NO_TOOL_TEXTS) -> str:
     if not tools:
         return "No tools available."
-    # Memoised per catalogue (worker/prompt/catalogue.py): producers send the same tool
-    # list job after job, and turning schemas into text is the costly part.
-    text = CATALOGUES.text(tools)
+    # Kept per catalogue (`texts`): producers send the same tool list job after job,
+    # and turning schemas into text is the costly part.
+    text = texts.text(tools)
     if text is None:
         # Blank line between tools, not after the last one.
         text = "\n".join(
             f"{index}. {format_tool_block(tool)}" for index, tool in enumerate(tools, start=1)
         )
-        CATALOGUES.remember_text(tools, text)
+        texts.remember_text(tools, text)
     return text
 
 
-def available_tools_preamble(tools: Sequence[Tool]) -> str:
+def available_tools_preamble(tools: Sequence[Tool], texts: ToolTexts = NO_TOOL_TEXTS) -> str:
     """The ReAct tool section that opens investigation and chat user messages."""
     if not tools:
         return ""
     return (
         "Answer the following question using the available tools.\n\n"
-        f"Available tools:\n\n{format_tool_descriptions(tools)}\n\n"
+        f"Available tools:\n\n{format_tool_descriptions(tools, texts)}\n\n"
     )

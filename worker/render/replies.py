@@ -1,0 +1,110 @@
+"""What the renderer hands back: `RenderOutcome` (the reply bytes and the facts the
+transport logs, counts and routes by) and every error reply the contract defines."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from schemas.reply import ErrorCode
+
+
+@dataclass(slots=True)
+class RenderOutcome:
+    """A rendered reply and what the edges need to know about it."""
+
+    body: bytes
+    status: str
+    job_id: str | None = None
+    kind: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    request_bytes: int = 0
+    prompt_chars: int = 0
+    render_seconds: float = 0.0
+    masked: dict[str, int] = field(default_factory=dict)
+    messages: list[dict[str, str]] | None = None
+    # Set for `internal` errors only, so the edge can log the stack trace.
+    exception: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def validation_details(error: ValidationError) -> list[dict[str, str]]:
+    return [
+        {"field": _field_path(item["loc"]), "type": item["type"], "message": item["msg"]}
+        for item in error.errors(include_url=False, include_input=False)
+    ]
+
+
+def peek_identity(data: Any) -> tuple[str | None, str | None]:
+    """Best-effort job id and kind of a body that failed validation (error path only)."""
+    if not isinstance(data, dict):
+        return None, None
+    job_id = data.get("job_id")
+    kind = data.get("kind")
+    return (
+        job_id if isinstance(job_id, str) and job_id else None,
+        kind if isinstance(kind, str) and kind else None,
+    )
+
+
+def error_reply(
+    code: ErrorCode,
+    message: str,
+    *,
+    job_id: str | None = None,
+    kind: str | None = None,
+    details: list[dict[str, str]] | None = None,
+    request_bytes: int = 0,
+    exception: BaseException | None = None,
+) -> RenderOutcome:
+    reply = {
+        "job_id": job_id,
+        "status": "error",
+        "kind": kind,
+        "error": {"code": code.value, "message": message, "details": details or []},
+    }
+    return RenderOutcome(
+        body=orjson.dumps(reply),
+        status="error",
+        job_id=job_id,
+        kind=kind,
+        error_code=code.value,
+        error_message=message,
+        request_bytes=request_bytes,
+        exception=exception,
+    )
+
+
+def invalid_job(
+    details: list[dict[str, str]], job_id: str | None, kind: str | None, request_bytes: int
+) -> RenderOutcome:
+    count = len(details)
+    return error_reply(
+        ErrorCode.INVALID_JOB,
+        f"job failed validation ({count} problem{'' if count == 1 else 's'})",
+        job_id=job_id,
+        kind=kind,
+        details=details,
+        request_bytes=request_bytes,
+    )
+
+
+def too_deep(job_id: str | None, kind: str | None) -> RenderOutcome:
+    # Values nested close to the parser's depth limit are valid JSON (and opaque to the
+    # models) but cannot be masked or written out as text: the job's fault, not ours.
+    return error_reply(
+        ErrorCode.INVALID_JOB,
+        "a value in the job is nested too deeply to render",
+        job_id=job_id,
+        kind=kind,
+        details=[{"field": "", "type": "too_deep", "message": "nesting too deep"}],
+    )
