@@ -12,7 +12,6 @@ Process i serves HTTP on `http_port + i`, so each keeps its own /readyz and /met
 """
 
 import contextlib
-import ctypes
 import functools
 import os
 import signal
@@ -23,33 +22,14 @@ from dataclasses import dataclass
 from types import FrameType
 
 from worker.ops.logs import get_logger
+from worker.transport.process import die_with_parent
 from worker.transport.settings import Settings
 
 CONFIG_ERROR_EXIT = 2
-_PR_SET_PDEATHSIG = 1
 # A worker that lived this long before dying is restarted at once; one that keeps
 # dying younger waits longer each time (1, 2, 4 ... 30 s) instead of spinning.
 _HEALTHY_AFTER = 10.0
 _MAX_BACKOFF = 30.0
-
-
-def die_with_parent(sig: signal.Signals = signal.SIGTERM, parent: int | None = None) -> None:
-    """Have Linux send `sig` to this process when its parent dies (no-op elsewhere).
-
-    Without it, a supervisor or worker killed with SIGKILL would leave its children
-    orphaned: workers still consuming, render helpers idling forever. `parent` is the
-    pid the caller expects as its parent; if that one is already gone, the signal
-    would never come, so the process exits at once.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if parent is not None and os.getppid() != parent:
-        os._exit(0)
 
 
 @dataclass

@@ -6,6 +6,7 @@ from types import MappingProxyType
 from schemas.families import LegacyPayload
 from schemas.job import Job, Kind
 from worker.families.base import BuildResult, Family, Messages, RenderContext, template_version
+from worker.families.instructions import compose_instructions
 from worker.families.legacy.probes import PROBE_JOBS
 from worker.families.legacy.prompts import (
     build_final_analysis_prompt,
@@ -22,7 +23,6 @@ from worker.families.legacy.templates import (
     MCP_TOOL_SELECTION_SYSTEM_MESSAGE,
 )
 from worker.families.mcp_servers import MCPServerRegistry
-from worker.families.tarsy.instructions import compose_instructions
 
 
 def composed_instructions(payload: LegacyPayload, ctx: RenderContext) -> str:
