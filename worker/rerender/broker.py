@@ -3,7 +3,10 @@
 Jobs are published to the request queue (publisher confirms, persistent) with at most
 `window` input lines between the first unwritten one and the newest published one:
 that bounds the reorder buffer and the load put on the fleet. Replies come back on an
-exclusive queue of this run, matched by correlation id (`<run token>.<sequence>`).
+exclusive queue of this run, matched by correlation id (`<run token>.<sequence>`). The
+connection, channel, reply queue and publishing are the RPC core `PromptClient` uses
+(transport/rpc.py), on a plain connection: losing it ends the run (a resume finishes
+the file), where the client would wait for a reconnect.
 
 Delivery is at-least-once: a worker killed mid-job has its job redelivered, and a job
 without a reply within `timeout` is published once more, so a reply can arrive twice;
@@ -26,15 +29,14 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aio_pika
-import aiormq
 import orjson
 from aio_pika.abc import AbstractConnection
-from aiormq.abc import DeliveredMessage
 
 from schemas.reply import ErrorCode
 from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.sink import EngineError, Input, Sink
+from worker.transport.rpc import RpcLink
 
 DEFAULT_WINDOW = 256
 DEFAULT_TIMEOUT = 60.0
@@ -102,8 +104,13 @@ class BrokerEngine:
         self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._sink: Sink | None = None
-        self._amqp: Any = None  # aiormq's channel (typed Any: aiormq ships no stubs here)
-        self._reply_to = ""
+        self._link = RpcLink(
+            url,
+            request_queue,
+            f"prompt-worker.rerender.{self._token}",
+            self._on_reply,
+            robust=False,
+        )
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -127,17 +134,20 @@ class BrokerEngine:
 
     # -- connection ------------------------------------------------------------------
 
-    async def _connect(self) -> AbstractConnection:
+    async def _connect(self) -> None:
         # The libraries log connection failures themselves (through logging's last-resort
         # handler, i.e. on stderr): this command reports them in one line of its own.
         for name in ("aiormq", "aio_pika"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
         try:
-            return await aio_pika.connect(self.url, timeout=CONNECT_TIMEOUT)
+            await self._link.open(timeout=CONNECT_TIMEOUT)
+            return
         except TimeoutError:
             reason = f"no answer within {CONNECT_TIMEOUT:g} s"
         except Exception as exc:  # refused, DNS, TLS, authentication: all one message
             reason = str(exc) or type(exc).__name__
+        with contextlib.suppress(Exception):  # connected, then failed: nothing to keep
+            await self._link.close()
         raise EngineError(f"cannot reach the broker at {redact_url(self.url)}: {reason}")
 
     async def _check_request_queue(self, connection: AbstractConnection, sink: Sink) -> None:
@@ -172,19 +182,10 @@ class BrokerEngine:
     async def _run(self, blocks: Iterator[Block], sink: Sink, stop: threading.Event) -> None:
         self._room = asyncio.Event()
         self._sink = sink
-        connection = await self._connect()
+        await self._connect()
         try:
+            connection = self._link.connection
             await self._check_request_queue(connection, sink)
-            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-            reply_queue = await channel.declare_queue(
-                f"prompt-worker.rerender.{self._token}", exclusive=True, auto_delete=True
-            )
-            self._reply_to = reply_queue.name
-            # Publishing and consuming go straight to aiormq's channel under aio-pika's:
-            # aio-pika's Message and IncomingMessage objects cost this process about a
-            # fifth of its CPU per job, for nothing it uses here.
-            self._amqp = await channel.get_underlay_channel()
-            await self._amqp.basic_consume(reply_queue.name, self._on_reply, no_ack=True)
             connection.close_callbacks.add(self._on_close)
             ticker = asyncio.create_task(self._tick(sink, stop))
             try:
@@ -201,7 +202,7 @@ class BrokerEngine:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             with contextlib.suppress(Exception):  # already lost: nothing left to close
-                await connection.close()
+                await self._link.close()
 
     async def _feed(self, blocks: Iterator[Block], sink: Sink, stop: threading.Event) -> None:
         """Read lines and publish their jobs, never more than `window` ahead of the writer."""
@@ -259,24 +260,14 @@ class BrokerEngine:
         pending.attempts += 1
         pending.deadline = None
         correlation_id = f"{self._token}.{seq}"
-        properties = aiormq.spec.Basic.Properties(
-            content_type="application/json",
-            delivery_mode=2,  # persistent
-            correlation_id=correlation_id,
-            reply_to=self._reply_to,
-            # Unique per attempt: aiormq matches returned messages by message id, and
-            # job ids may repeat in an input file.
-            message_id=f"{correlation_id}.{pending.attempts}",
-        )
         loop = asyncio.get_running_loop()
         try:
-            # With publisher confirms this returns once the broker has the job; a nack
-            # or (mandatory) an unroutable job raises.
-            await self._amqp.basic_publish(
+            # Returns once the broker has the job; a nack or an unroutable job raises.
+            await self._link.publish(
                 line.body,
-                routing_key=self.request_queue,
-                properties=properties,
-                mandatory=True,
+                correlation_id,
+                # Unique per attempt: aiormq matches returned messages by message id.
+                message_id=f"{correlation_id}.{pending.attempts}",
                 timeout=self.timeout,
             )
         except Exception as exc:  # nack, unroutable, timeout: this attempt is lost
@@ -286,8 +277,8 @@ class BrokerEngine:
         self.published += 1
         pending.deadline = loop.time() + self.timeout
 
-    async def _on_reply(self, message: DeliveredMessage) -> None:
-        token, _, seq_text = (message.header.properties.correlation_id or "").rpartition(".")
+    def _on_reply(self, correlation_id: str | None, body: bytes) -> None:
+        token, _, seq_text = (correlation_id or "").rpartition(".")
         seq = int(seq_text) if token == self._token and seq_text.isdigit() else -1
         pending = self._pending.get(seq)
         if pending is None or pending.done:
@@ -295,7 +286,7 @@ class BrokerEngine:
             self.duplicates += 1
             return
         try:
-            reply = orjson.loads(message.body)
+            reply = orjson.loads(body)
             if not isinstance(reply, dict):
                 raise ValueError("not a JSON object")
         except ValueError as exc:

@@ -3,8 +3,8 @@
     async with PromptClient(url, request_queue="build-prompt") as client:
         reply = await client.build(job, timeout=10)
 
-Each client owns one connection, one channel with publisher confirms and an exclusive,
-server-named reply queue. Any number of calls may be in flight at once on it: every
+Each client owns one connection, one channel with publisher confirms and an exclusive
+reply queue (the RPC core it shares with `rerender --broker`: transport/rpc.py). Any number of calls may be in flight at once on it: every
 call has its own correlation id and waits on its own future. Replies are returned as
 plain dicts (the JSON of SPEC §3, parsed with orjson): the cheapest form for the hot
 path and for comparisons in tests; pass one to `schemas.reply.parse_reply` for the typed
@@ -28,17 +28,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-import aio_pika
 import orjson
-from aio_pika.abc import (
-    AbstractChannel,
-    AbstractIncomingMessage,
-    AbstractQueue,
-    AbstractRobustConnection,
-)
+from aio_pika.abc import AbstractRobustConnection
 from aiormq.exceptions import DeliveryError, PublishError
 from yarl import URL
 
+from worker.transport.rpc import RpcLink
 from worker.transport.topology import DEFAULT_REQUEST_QUEUE
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
@@ -75,9 +70,7 @@ class PromptClient:
         self.url = url
         self.request_queue = request_queue
         self.timeout = timeout
-        self._connection: AbstractRobustConnection | None = None
-        self._channel: AbstractChannel | None = None
-        self._reply_queue: AbstractQueue | None = None
+        self._link: RpcLink | None = None
         self._pending: dict[str, _Call] = {}
         self._resends: set[asyncio.Task[None]] = set()
         self.unmatched_replies = 0
@@ -99,35 +92,30 @@ class PromptClient:
         url = URL(self.url)
         if "reconnect_interval" not in url.query:
             url = url.update_query(reconnect_interval=DEFAULT_RECONNECT_INTERVAL)
-        # fail_fast (aio-pika's default): opening fails at once when the broker is down.
-        self._connection = await aio_pika.connect_robust(url)
-        self._connection.reconnect_callbacks.add(self._on_reconnected)
-        # on_return_raises: publishing to a request queue that does not exist is an
-        # error, not a silent drop.
-        self._channel = await self._connection.channel(
-            publisher_confirms=True, on_return_raises=True
-        )
         # Named by the client, not by the broker, so the robust connection re-declares
         # the same queue after a reconnect and requests already out keep their reply_to.
         name = f"prompt-client.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
-        self._reply_queue = await self._channel.declare_queue(
-            name, exclusive=True, auto_delete=True
-        )
-        await self._reply_queue.consume(self._on_reply, no_ack=True)
+        link = RpcLink(url, self.request_queue, name, self._on_reply, robust=True)
+        # fail_fast (aio-pika's default): opening fails at once when the broker is down.
+        await link.open()
+        connection = link.connection
+        assert isinstance(connection, AbstractRobustConnection)
+        connection.reconnect_callbacks.add(self._on_reconnected)
+        self._link = link
 
     async def close(self) -> None:
         self._fail_pending(PromptClientError("client closed"))
         for task in list(self._resends):
             task.cancel()
-        if self._connection is not None:
-            await self._connection.close()
-            self._connection = None
+        link, self._link = self._link, None
+        if link is not None:
+            await link.close()
 
     @property
     def reply_queue(self) -> str:
-        if self._reply_queue is None:
+        if self._link is None:
             raise PromptClientError("client is not open")
-        return self._reply_queue.name
+        return self._link.reply_queue
 
     def _on_reconnected(self, *_: Any) -> None:
         for correlation_id, call in list(self._pending.items()):
@@ -151,27 +139,18 @@ class PromptClient:
                 call.future.set_exception(error)
         self._pending.clear()
 
-    async def _on_reply(self, message: AbstractIncomingMessage) -> None:
-        call = self._pending.pop(message.correlation_id or "", None)
+    def _on_reply(self, correlation_id: str | None, body: bytes) -> None:
+        call = self._pending.pop(correlation_id or "", None)
         if call is None or call.future.done():
             self.unmatched_replies += 1
             return
-        call.future.set_result(message.body)
+        call.future.set_result(body)
 
     async def _publish(self, body: bytes, correlation_id: str) -> None:
-        assert self._channel is not None and self._reply_queue is not None
+        if self._link is None:
+            raise PromptClientError("client closed")
         try:
-            await self._channel.default_exchange.publish(
-                aio_pika.Message(
-                    body,
-                    content_type="application/json",
-                    correlation_id=correlation_id,
-                    reply_to=self._reply_queue.name,
-                    delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-                ),
-                routing_key=self.request_queue,
-                mandatory=True,
-            )
+            await self._link.publish(body, correlation_id)
         except PublishError as exc:
             raise PromptClientError(f"request queue {self.request_queue!r} does not exist") from exc
         except DeliveryError as exc:
@@ -218,7 +197,7 @@ class PromptClient:
         job_id: str | None = None,
     ) -> bytes:
         """Publish `body` with reply_to set; the raw reply body."""
-        if self._channel is None or self._reply_queue is None:
+        if self._link is None:
             raise PromptClientError("client is not open: use `async with PromptClient(...)`")
         correlation_id = correlation_id or uuid.uuid4().hex
         if correlation_id in self._pending:
@@ -236,7 +215,7 @@ class PromptClient:
                     # The connection dropped under the publish: whether the broker got
                     # the job is unknown, so the reconnect re-sends it (duplicates are
                     # dropped here by correlation id).
-                    if self._connection is None or self._connection.is_closed:
+                    if self._link is None or self._link.connection.is_closed:
                         raise
                 return await asyncio.shield(call.future)
         except TimeoutError:

@@ -1,0 +1,126 @@
+"""The RPC core of the worker's producers, shared by `PromptClient` and `rerender --broker`.
+
+One connection, one channel with publisher confirms, and one exclusive reply queue
+whose name the caller chooses. `publish` sends a job body to the request queue with
+`reply_to` naming that queue and the caller's correlation id, persistent and
+mandatory, and returns once the broker has confirmed it; a request queue that does not
+exist raises aiormq's `PublishError` (the broker returned the job), a refusal such as
+a full queue its `DeliveryError`. Every reply is handed to `on_reply` with its
+correlation id: matching replies to requests is the caller's business (a future per
+call for the client, a sequence number per input line for rerender).
+
+Publishing and consuming go straight to aiormq's channel under aio-pika's: aio-pika's
+message objects cost a producer more CPU per job than anything else it does with one
+(docs/PERFORMANCE.md, "Batch re-rendering"). On a robust connection aio-pika restores
+the channel and re-declares the reply queue after a reconnect; the consumer, which it
+does not know about, is registered again each time the channel reopens.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import aio_pika
+import aiormq
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractQueue
+from aiormq.abc import DeliveredMessage
+from yarl import URL
+
+# A reply's correlation id (None when the worker sent none) and its body.
+OnReply = Callable[[str | None, bytes], None]
+
+
+class RpcLink:
+    """The connection, channel and reply queue of one producer."""
+
+    def __init__(
+        self,
+        url: str | URL,
+        request_queue: str,
+        reply_queue: str,
+        on_reply: OnReply,
+        *,
+        robust: bool,
+    ) -> None:
+        self.url = url
+        self.request_queue = request_queue
+        self.reply_queue = reply_queue
+        self.robust = robust
+        self._on_reply = on_reply
+        self._connection: AbstractConnection | None = None
+        self._channel: AbstractChannel | None = None
+        self._queue: AbstractQueue | None = None
+
+    @property
+    def connection(self) -> AbstractConnection:
+        if self._connection is None:
+            raise RuntimeError("the link is not open")
+        return self._connection
+
+    @property
+    def is_open(self) -> bool:
+        return self._channel is not None and self._queue is not None
+
+    async def open(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Connect, open the channel, declare the reply queue and consume it."""
+        connect = aio_pika.connect_robust if self.robust else aio_pika.connect
+        self._connection = await connect(self.url, timeout=timeout)
+        # on_return_raises: a job published to a queue that does not exist is an
+        # error, not a silent drop.
+        channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
+        # Declared through aio-pika so that a robust channel re-declares it (same name,
+        # so requests already out keep their reply_to) before reopen_callbacks run.
+        self._queue = await channel.declare_queue(
+            self.reply_queue, exclusive=True, auto_delete=True
+        )
+        if isinstance(channel, aio_pika.RobustChannel):
+            channel.reopen_callbacks.add(self._consume_again)
+        await self._consume(channel)
+        self._channel = channel
+
+    async def _consume(self, channel: AbstractChannel) -> None:
+        underlay = await channel.get_underlay_channel()
+        await underlay.basic_consume(self.reply_queue, self._deliver, no_ack=True)
+
+    async def _consume_again(self, channel: Any) -> None:
+        await self._consume(channel)
+
+    async def _deliver(self, message: DeliveredMessage) -> None:
+        self._on_reply(message.header.properties.correlation_id, message.body)
+
+    async def publish(
+        self,
+        body: bytes,
+        correlation_id: str,
+        *,
+        message_id: str | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> None:
+        """Publish a job with reply_to set; returns once the broker confirmed it."""
+        if self._channel is None:
+            raise RuntimeError("the link is not open")
+        if self._channel.is_closed:
+            # As aio-pika's own publish does: a robust channel that is down fails here
+            # rather than waiting, and the caller decides whether to send again.
+            raise aiormq.exceptions.ChannelInvalidStateError(f"{self._channel!r} closed")
+        underlay = await self._channel.get_underlay_channel()
+        await underlay.basic_publish(
+            body,
+            routing_key=self.request_queue,
+            properties=aiormq.spec.Basic.Properties(
+                content_type="application/json",
+                delivery_mode=2,  # persistent
+                correlation_id=correlation_id,
+                reply_to=self.reply_queue,
+                # aiormq matches a returned (unroutable) job to its publish by message
+                # id, and makes one up when none is given.
+                message_id=message_id,
+            ),
+            mandatory=True,
+            timeout=timeout,
+        )
+
+    async def close(self) -> None:
+        connection, self._connection = self._connection, None
+        self._channel = self._queue = None
+        if connection is not None:
+            await connection.close()
