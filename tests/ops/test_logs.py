@@ -14,7 +14,7 @@ import structlog
 from worker.ops.logs import configure_logging, format_exception, get_logger, payload_logging_enabled
 from worker.ops.metrics import Metrics
 from worker.render.renderer import Renderer
-from worker.transport.consumer import Worker
+from worker.transport.consumer import Decision, Delivery, Worker
 from worker.transport.settings import Settings
 
 CANARY = "CANARY-7f3c-do-not-log"
@@ -102,7 +102,7 @@ def test_stack_traces_withhold_exception_messages_below_debug() -> None:
 
 
 @dataclass
-class _Delivery:
+class _Message:
     """The fields of an incoming AMQP message the job log line reads."""
 
     body: bytes
@@ -128,7 +128,8 @@ def test_the_job_line_holds_facts_not_payload(level: str) -> None:
     outcome = renderer.render(body)
     assert outcome.ok
 
-    worker._log_job(outcome, _Delivery(body), 0.0, 0, "acked", offloaded=False)  # type: ignore[arg-type]
+    delivery = Delivery(_Message(body), received=0.0, attempt=0)  # type: ignore[arg-type]
+    worker._log_job(delivery, Decision(outcome, "ack", offloaded=False), "acked")
 
     [line] = lines(stream)
     assert line["event"] == "job"
@@ -152,7 +153,8 @@ def test_an_unknown_kind_is_not_echoed_into_logs() -> None:
     worker = Worker(Settings(http_port=0), renderer, Metrics("test"))
     body = orjson.dumps({"job_id": "j-2", "kind": CANARY})
     outcome = renderer.render(body)
-    worker._log_job(outcome, _Delivery(body), 0.0, 0, "dead_lettered", offloaded=False)  # type: ignore[arg-type]
+    delivery = Delivery(_Message(body), received=0.0, attempt=0)  # type: ignore[arg-type]
+    worker._log_job(delivery, Decision(outcome, "dead_letter", offloaded=False), "dead_lettered")
     [line] = lines(stream)
     assert line["kind"] == "unknown"
     assert line["code"] == "invalid_job"

@@ -28,8 +28,8 @@ import asyncio
 import os
 import socket
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import aio_pika
 from aio_pika.abc import (
@@ -96,11 +96,36 @@ def delivery_count(message: AbstractIncomingMessage) -> int:
     return 1 if message.redelivered else 0
 
 
-@dataclass(slots=True)
-class _Rendered:
-    outcome: RenderOutcome
-    trace: str | None
+Settle = Literal["ack", "dead_letter", "requeue"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One delivery being handled: the message, and when and how often it came."""
+
+    message: AbstractIncomingMessage
+    received: float  # time.perf_counter() on arrival
+    attempt: int  # earlier deliveries of the same job (delivery_count)
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """The job goes back to the queue unanswered (or with its reply's fate unknown)."""
+
+    reason: str  # for the log line
+    settled: str = "requeued"  # what the log line calls it
+    backoff: float = 0.0  # seconds to wait before handing it back
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do with a delivery: the reply to publish and how to settle the job."""
+
+    outcome: RenderOutcome | None  # None: nothing to publish
+    settle: Settle
     offloaded: bool
+    trace: str | None = None  # the stack trace of an internal error, for the log
+    retry: Retry | None = None
 
 
 class Worker:
@@ -321,7 +346,34 @@ class Worker:
             if self._in_flight == 0 and self._idle is not None:
                 self._idle.set()
 
-    async def _render(self, body: bytes, attempt: int) -> _Rendered:
+    async def _handle(self, message: AbstractIncomingMessage, received: float) -> None:
+        delivery = Delivery(message, received, delivery_count(message))
+        decision = await self._decide(delivery)
+        if decision.retry is None:
+            decision = await self._publish(delivery, decision)
+        await self._conclude(delivery, decision)
+
+    async def _decide(self, delivery: Delivery) -> Decision:
+        """Render the job, here or in the helper process: the reply and how to settle."""
+        body = delivery.message.body
+        try:
+            outcome, trace, offloaded = await self._render(body, delivery.attempt)
+        except RenderProcessDied as exc:
+            if delivery.attempt < self.topology.delivery_limit:
+                retry = Retry(f"render helper died: {exc}")
+                return Decision(None, "requeue", offloaded=True, retry=retry)
+            # The last delivery the queue allows: answer rather than let the broker
+            # dead-letter it without a reply.
+            outcome = error_reply(
+                ErrorCode.INTERNAL,
+                "the render process died on every attempt at this job",
+                request_bytes=len(body),
+            )
+            return Decision(outcome, "dead_letter", offloaded=True)
+        return Decision(outcome, "ack" if outcome.ok else "dead_letter", offloaded, trace)
+
+    async def _render(self, body: bytes, attempt: int) -> tuple[RenderOutcome, str | None, bool]:
+        """The outcome, the trace of an internal error, and whether it was offloaded."""
         size = len(body)
         # Oversize bodies are refused without being parsed: cheap, so never offloaded.
         offload = size <= self.settings.max_message_bytes and (
@@ -332,51 +384,24 @@ class Worker:
             trace = None
             if outcome.exception is not None:
                 trace = format_exception(outcome.exception)
-            return _Rendered(outcome, trace, False)
+            return outcome, trace, False
         outcome, trace = await self.pool.render(body)
-        return _Rendered(outcome, trace, True)
+        return outcome, trace, True
 
-    async def _handle(self, message: AbstractIncomingMessage, received: float) -> None:
-        body = message.body
-        attempt = delivery_count(message)
-        try:
-            rendered = await self._render(body, attempt)
-        except RenderProcessDied as exc:
-            if attempt < self.topology.delivery_limit:
-                self._log_job(
-                    None,
-                    message,
-                    received,
-                    attempt,
-                    "requeued",
-                    offloaded=True,
-                    reason=f"render helper died: {exc}",
-                )
-                await self._settle(message, "requeue")
-                return
-            # The last delivery the queue allows: answer rather than let the broker
-            # dead-letter it without a reply.
-            outcome = error_reply(
-                ErrorCode.INTERNAL,
-                "the render process died on every attempt at this job",
-                request_bytes=len(body),
-            )
-            rendered = _Rendered(outcome, None, True)
-        outcome = rendered.outcome
-
-        settle = "ack" if outcome.ok else "dead_letter"
+    async def _publish(self, delivery: Delivery, decision: Decision) -> Decision:
+        """Publish the reply and wait for the broker's confirm; the decision it leaves."""
+        outcome, message = decision.outcome, delivery.message
+        assert outcome is not None and self._channel is not None
         reply_to = message.reply_to or None
-        routing_key = reply_to or self.topology.reply_queue
         reply = aio_pika.Message(
             outcome.body,
             content_type="application/json",
             correlation_id=message.correlation_id or outcome.job_id or message.message_id,
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
         )
-        assert self._channel is not None
         try:
             await self._channel.default_exchange.publish(
-                reply, routing_key=routing_key, mandatory=True
+                reply, routing_key=reply_to or self.topology.reply_queue, mandatory=True
             )
         except PublishError:
             if reply_to is not None:
@@ -384,56 +409,41 @@ class Worker:
                 # can ever read this reply. Settle the job as if answered; retrying
                 # would loop until the delivery limit for nothing.
                 self.log.warning("reply_unroutable", job_id=outcome.job_id, reply_to_gone=True)
-            else:
-                # Our own reply queue was deleted under us: keep the job, in the
-                # dead-letter queue, instead of answering into the void.
-                self.log.error(
-                    "reply_unroutable", job_id=outcome.job_id, reply_queue=self.topology.reply_queue
-                )
-                settle = "dead_letter"
-        except DeliveryError as exc:
-            self._log_job(
-                outcome,
-                message,
-                received,
-                attempt,
-                "requeued",
-                offloaded=rendered.offloaded,
-                reason=f"reply nacked: {exc}",
+                return decision
+            # Our own reply queue was deleted under us: keep the job, in the
+            # dead-letter queue, instead of answering into the void.
+            self.log.error(
+                "reply_unroutable", job_id=outcome.job_id, reply_queue=self.topology.reply_queue
             )
-            await asyncio.sleep(NACKED_REPLY_BACKOFF)
-            await self._settle(message, "requeue")
-            return
+            return replace(decision, settle="dead_letter")
+        except DeliveryError as exc:
+            retry = Retry(f"reply nacked: {exc}", backoff=NACKED_REPLY_BACKOFF)
+            return replace(decision, settle="requeue", retry=retry)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             # Connection or channel trouble: the reply may or may not have reached the
             # broker. Not acknowledging means the job comes back after reconnecting.
-            self._log_job(
-                outcome,
-                message,
-                received,
-                attempt,
-                "unsettled",
-                offloaded=rendered.offloaded,
-                reason=f"reply not confirmed: {exc!r}",
-            )
+            retry = Retry(f"reply not confirmed: {exc!r}", settled="unsettled")
+            return replace(decision, settle="requeue", retry=retry)
+        return decision
+
+    async def _conclude(self, delivery: Delivery, decision: Decision) -> None:
+        """Settle the job, then count and log it: one log line per delivery."""
+        message, retry = delivery.message, decision.retry
+        if retry is not None:
+            # Logged first, so that the line's duration is the job's, not the backoff's.
+            self._log_job(delivery, decision, retry.settled)
+            if retry.backoff:
+                await asyncio.sleep(retry.backoff)
             await self._settle(message, "requeue")
             return
+        settled = await self._settle(message, decision.settle)
+        assert decision.outcome is not None
+        self._record(decision.outcome, len(message.body), delivery.received)
+        self._log_job(delivery, decision, settled)
 
-        settled = await self._settle(message, settle)
-        self._record(outcome, len(message.body), received)
-        self._log_job(
-            outcome,
-            message,
-            received,
-            attempt,
-            settled,
-            offloaded=rendered.offloaded,
-            trace=rendered.trace,
-        )
-
-    async def _settle(self, message: AbstractIncomingMessage, how: str) -> str:
+    async def _settle(self, message: AbstractIncomingMessage, how: Settle) -> str:
         """Ack, dead-letter or requeue; what happened ("unsettled" if the channel is gone)."""
         try:
             if how == "ack":
@@ -465,19 +475,9 @@ class Worker:
             masked=outcome.masked,
         )
 
-    def _log_job(
-        self,
-        outcome: RenderOutcome | None,
-        message: AbstractIncomingMessage,
-        received: float,
-        attempt: int,
-        settled: str,
-        *,
-        offloaded: bool,
-        reason: str | None = None,
-        trace: str | None = None,
-    ) -> None:
+    def _log_job(self, delivery: Delivery, decision: Decision, settled: str) -> None:
         """The one log line of a delivery. Facts only: never payload text (but at debug)."""
+        outcome, message, retry = decision.outcome, delivery.message, decision.retry
         fields: dict[str, Any] = {
             "job_id": outcome.job_id if outcome else None,
             "kind": kind_label(outcome.kind) if outcome else None,
@@ -486,18 +486,18 @@ class Worker:
             "request_bytes": len(message.body),
             "prompt_chars": outcome.prompt_chars if outcome else 0,
             "render_ms": round(outcome.render_seconds * 1000, 3) if outcome else None,
-            "duration_ms": round((time.perf_counter() - received) * 1000, 3),
-            "attempt": attempt,
-            "offloaded": offloaded,
+            "duration_ms": round((time.perf_counter() - delivery.received) * 1000, 3),
+            "attempt": delivery.attempt,
+            "offloaded": decision.offloaded,
             "reply": "reply_to" if message.reply_to else "default",
             "settled": settled,
         }
-        if reason is not None:
-            fields["reason"] = reason
+        if retry is not None:
+            fields["reason"] = retry.reason
         if outcome is not None and outcome.error_message:
             fields["error"] = outcome.error_message
-        if trace is not None:
-            fields["exception"] = trace
+        if retry is None and decision.trace is not None:
+            fields["exception"] = decision.trace
         if payload_logging_enabled():
             fields["request"] = message.body[:DEBUG_PAYLOAD_CHARS].decode("utf-8", "replace")
         if outcome is not None and outcome.error_code == ErrorCode.INTERNAL.value:
