@@ -31,7 +31,8 @@ _KIND_LABELS: dict[str, str] = {k.value: k.value for k in Kind} | {
     alias: kind.value for alias, kind in KIND_ALIASES.items()
 }
 
-# Renders take ~0.3 ms for a typical job and ~30 ms per MB of input.
+# From well under a typical job's render to a job near the size limit (docs/PERFORMANCE.md,
+# "Builder" and "Event loop and large jobs", give both ends).
 RENDER_BUCKETS = (
     0.0001,
     0.00025,
@@ -50,7 +51,7 @@ RENDER_BUCKETS = (
     5.0,
     10.0,
 )
-# End to end adds an AMQP publish confirm (~1-2 ms) and any wait for the render pool.
+# End to end adds the reply's publish confirm and any wait for the render helper.
 JOB_BUCKETS = (
     0.0005,
     0.001,
@@ -83,8 +84,8 @@ def kind_label(kind: str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _KindSeries:
-    """The labelled children of one job kind, resolved once (`labels()` costs ~1 µs a call,
-    four calls a job)."""
+    """The labelled children of one job kind, resolved once: `labels()` would otherwise
+    be paid four times a job (docs/PERFORMANCE.md, "Figures behind the code")."""
 
     job_seconds: Histogram
     render_seconds: Histogram

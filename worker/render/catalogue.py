@@ -1,19 +1,19 @@
 """Memo of tool catalogues: producers send the same tool list job after job.
 
-Validating a dozen tool schemas and turning them into ReAct text was a third of the
-per-job time of a typical ReAct job, for output that only depends on the list's JSON.
+Validating a dozen tool schemas and turning them into ReAct text was the largest part of
+a typical ReAct job's time, for output that only depends on the list's JSON.
 The memo maps the list's JSON bytes to one validated list object, and that object to
 its formatted text. Output is unaffected: equal JSON validates to equal tools, which
 format to equal text. Bounded; cleared when full.
 
-Parsing the list costs more than validating it once it is memoised (a fifth of the
-typical ReAct job), so the memo also learns how producers spell a catalogue in their
+Parsing the list costs more than validating it once it is memoised, so the memo also
+learns how producers spell a catalogue in their
 bodies: `locate` finds a known spelling as the value of a `"tools"` key that is the
 body's last member, and the renderer parses the body with the catalogue cut out (see
 `decode.load_body`, which checks that the key it found is the job's own). Only the last
 member: finding it costs a few byte comparisons at the end of the body, where
-searching a body for the key cost more than the parse it saves on jobs without tools
-(~23 µs on a 58 KB chat job). SPEC.md's order puts `tools` after `session` and `stage`,
+searching a body for the key cost more on jobs without tools than the parse it saves
+on jobs with them (docs/PERFORMANCE.md, "Builder"). SPEC.md's order puts `tools` after `session` and `stage`,
 so stage jobs qualify; a body with members after the catalogue (a chat job) is parsed
 whole, as before. A spelling is learnt from the second job carrying the catalogue, so
 jobs with one-off catalogues pay nothing for it.

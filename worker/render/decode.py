@@ -62,7 +62,7 @@ def _holds_wide_float(value: Any) -> bool:
 def _exact_integers(body: bytes | str, data: Any) -> Any:
     """`data`, re-read with the standard library when a Python-semantics payload holds a
     wide integer. Seed-000 jobs pay one dict lookup per payload name; legacy and skill
-    jobs pay a walk over their payload (~30 µs on the typical legacy job)."""
+    jobs pay a walk over their payload (docs/PERFORMANCE.md, "Figures behind the code")."""
     if type(data) is not dict:
         return data
     for name in _PYTHON_SEMANTICS_PAYLOADS:
@@ -78,7 +78,7 @@ def _exact_integers(body: bytes | str, data: Any) -> Any:
 def _load_without_catalogue(body: bytes) -> tuple[Any, list[Tool]] | None:
     """The parsed body without its tool list, when the list is a known catalogue
     spelt as before and is the body's last member: the catalogue's bytes are cut out
-    before parsing, which was a fifth of a typical ReAct job. None when the body ends
+    before parsing, the largest saving of the decode (docs/PERFORMANCE.md). None when the body ends
     with no known spelling as the job's own `tools`, or is not JSON (the caller parses
     it whole, for its own error message)."""
     hit = CATALOGUES.locate(body)

@@ -83,8 +83,8 @@ class Renderer:
                 f"message of {size} bytes exceeds the limit of {self.max_message_bytes} bytes",
                 request_bytes=size,
             )
-        # orjson + python-mode validation measured faster than model_validate_json here:
-        # arbitrary JSON (tool schemas) passes through instead of being rebuilt.
+        # orjson + python-mode validation rather than model_validate_json: arbitrary JSON
+        # (tool schemas) passes through instead of being rebuilt (docs/PERFORMANCE.md).
         try:
             data, tools = load_body(body)
         except ValueError as exc:

@@ -54,9 +54,10 @@ from worker.transport.settings import Settings
 NACKED_REPLY_BACKOFF = 1.0
 # RabbitMQ applies acknowledgements to a quorum queue asynchronously: a connection
 # closed right after the last ones can have those messages returned to the queue and
-# delivered again (seen in tests: the last ~30 jobs of a SIGTERM drain answered twice,
-# one run in six). Pausing before the close lets them settle. Delivery stays at least
-# once either way; a clean stop just no longer causes duplicates.
+# delivered again, so a SIGTERM drain answered its last jobs twice now and then
+# (docs/PERFORMANCE.md, "Figures behind the code"). Pausing before the close lets them
+# settle. Delivery stays at least once either way; a clean stop just no longer causes
+# duplicates.
 SETTLE_BEFORE_CLOSE = 0.3
 # aio-pika's default is 5 s between reconnect attempts; a worker is worth more sooner.
 DEFAULT_RECONNECT_INTERVAL = "2"
@@ -205,7 +206,7 @@ class Worker:
         if self._stop_requested:
             return 0
         # The render helper starts while the connection is made and before consuming:
-        # its ~1 s of start-up never lands on a job (nor on a benchmark's CPU figures).
+        # its start-up never lands on a job (nor on a benchmark's CPU figures).
         warming = asyncio.create_task(self.pool.warm_up())
         connecting = asyncio.create_task(self._start(warming))
         stopping = asyncio.create_task(self._stop.wait())

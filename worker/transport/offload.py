@@ -2,10 +2,9 @@
 
 Two kinds of job go here (see docs/PERFORMANCE.md, "Event loop and large jobs"):
 
-* big ones: rendering costs about 30 ms per MB (masking included) and holds the GIL
-  inside pydantic, orjson and the regex engine, so a thread would still stall the loop
-  (measured: 68 ms for a 30 MB job) while a process keeps it nearly free (its worst
-  stall is copying the 30 MB in and out, ~35 ms);
+* big ones: rendering time grows with the job and holds the GIL inside pydantic,
+  orjson and the regex engine, so a thread would still stall the loop while a process
+  keeps it nearly free (its only stall is copying the bytes in and out);
 * suspect ones: a delivery that already came back once may be what killed a worker
   (out of memory, a crash in native code). Rendered here, such a job can only take down
   the helper, which is replaced, and the worker keeps serving everyone else.
@@ -79,7 +78,7 @@ class RenderPool:
         return self._executor
 
     async def warm_up(self) -> bool:
-        """Start the helper now, so the first big job does not pay ~1 s of start-up.
+        """Start the helper now, so the first big job does not pay for its start-up.
 
         False when it could not start; the next offloaded job tries again.
         """

@@ -10,8 +10,8 @@ correlation id: matching replies to requests is the caller's business (a future 
 call for the client, a sequence number per input line for rerender).
 
 Publishing and consuming go straight to aiormq's channel under aio-pika's: aio-pika's
-message objects cost a producer more CPU per job than anything else it does with one
-(docs/PERFORMANCE.md, "Batch re-rendering"). On a robust connection aio-pika restores
+message objects cost a producer CPU per job for nothing it uses (docs/PERFORMANCE.md,
+"Batch re-rendering"). On a robust connection aio-pika restores
 the channel and re-declares the reply queue after a reconnect; the consumer, which it
 does not know about, is registered again each time the channel reopens.
 """

@@ -19,10 +19,10 @@ from worker.transport import topology
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_PREFETCH = 64
 DEFAULT_HTTP_PORT = 8080
-# Measured in docs/PERFORMANCE.md ("Event loop and large jobs"): rendering costs about
-# 30 ms per MB of outside text (masking included), so a 256 KiB job blocks the event
-# loop for ~8 ms at most; bigger jobs render in the helper process, where even a 30 MB
-# job stalls the loop for only the ~35 ms of copying its bytes.
+# Jobs above this render in the helper process: inline, a render stalls the event loop
+# (and every other job in flight) for as long as it takes, which grows with the job;
+# in the helper only copying the bytes does. docs/PERFORMANCE.md ("Event loop and
+# large jobs") has the measurements behind the threshold.
 DEFAULT_OFFLOAD_BYTES = 256 * 1024
 # Under Kubernetes' default 30 s termination grace period, so in-flight jobs finish
 # before the kubelet's SIGKILL.

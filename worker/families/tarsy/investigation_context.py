@@ -21,8 +21,8 @@ def investigation_context_parts(events: Sequence[TimelineEvent]) -> list[str]:
     """The pieces of the investigation context, for callers that join them into more.
 
     Its header holds an emoji, which makes CPython store the whole joined text at four
-    bytes a character: joining once, into the final message, avoids copying ~180 KB
-    per intermediate string on a typical chat.
+    bytes a character: joining once, into the final message, avoids copying that wide
+    text once per intermediate string.
     """
     parts = [_HEADER]
     append = parts.append
