@@ -40,9 +40,7 @@ def read_import_graph(root: Path, packages: Sequence[str]) -> ImportGraph:
                     child = f"{base}.{alias.name}"
                     targets.add(child if child in files else base)
         graph[module] = {
-            target
-            for target in targets
-            if target != module and target.split(".")[0] in packages
+            target for target in targets if target != module and target.split(".")[0] in packages
         }
     return graph
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.data import REPO
 from worker.commands import mask_cmd
 
 SAMPLE = (

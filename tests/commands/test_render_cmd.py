@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from schemas.json_schema import SCHEMA_FILES, render_schema
-from tests.conftest import BENCH_JOBS, CONFORMANCE, REPO, SEED_000_KINDS, read_jsonl
+from tests.data import BENCH_JOBS, CONFORMANCE, REPO, SEED_000_KINDS, read_jsonl
 
 
 def prompt_worker(

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from schemas.job import Job
-from tests.conftest import CONFORMANCE, SHARED, read_jsonl
+from tests.data import CONFORMANCE, SHARED, read_jsonl
 from worker.errors import ConfigError
 from worker.families.contributors import ContributorDefinition, Contributors
 from worker.render.config import parse_config

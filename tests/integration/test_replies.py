@@ -9,7 +9,7 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel
 
-from tests.conftest import SEED_000_KINDS
+from tests.data import SEED_000_KINDS
 from tests.integration.helpers import (
     BASE_CASE,
     CASES,

@@ -15,7 +15,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from schemas.job import Job
-from tests.conftest import BENCH_JOBS, CONFORMANCE, REPO, read_jsonl
+from tests.data import BENCH_JOBS, CONFORMANCE, REPO, read_jsonl
 from tests.masking.corpus.positions import (
     BENIGN_CASES,
     POSITIONS,
@@ -32,9 +32,6 @@ from worker.masking.text import TextView
 from worker.render.config import WorkerConfig, load_config, parse_config
 from worker.render.renderer import Renderer
 
-MASKING_ON = Renderer(WorkerConfig())
-MASKING_OFF = Renderer(WorkerConfig(masking=MaskingConfig(enabled=False)))
-
 
 def render(renderer: Renderer, job: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """All rendered message text and the reply's meta; fails on an error reply."""
@@ -50,8 +47,10 @@ def render(renderer: Renderer, job: dict[str, Any]) -> tuple[str, dict[str, Any]
 
 @pytest.mark.parametrize("position", POSITIONS, ids=position_id)
 @pytest.mark.parametrize("case", SECRET_CASES, ids=lambda c: c["id"])
-def test_secret_never_reaches_a_prompt(case: dict[str, Any], position: Position) -> None:
-    text, meta = render(MASKING_ON, position.job(case["text"]))
+def test_secret_never_reaches_a_prompt(
+    renderer: Renderer, case: dict[str, Any], position: Position
+) -> None:
+    text, meta = render(renderer, position.job(case["text"]))
     leaked = [secret for secret in case["secrets"] if secret in text]
     assert not leaked, f"{case['id']} leaked {leaked} through {position_id(position)}"
     assert meta["masked"].get(case["detector"], 0) >= 1, meta["masked"]
@@ -62,10 +61,12 @@ def test_secret_never_reaches_a_prompt(case: dict[str, Any], position: Position)
 
 
 @pytest.mark.parametrize("position", POSITIONS, ids=position_id)
-def test_each_position_really_renders_its_text(position: Position) -> None:
+def test_each_position_really_renders_its_text(
+    unmasked_renderer: Renderer, position: Position
+) -> None:
     """Without masking the secret is in the prompt: the checks above are not vacuous."""
     case = next(c for c in SECRET_CASES if c["id"] == "password-yaml")
-    text, meta = render(MASKING_OFF, position.job(case["text"]))
+    text, meta = render(unmasked_renderer, position.job(case["text"]))
     assert case["secrets"][0] in text
     assert meta["masked"] == {}
 
@@ -136,10 +137,12 @@ def test_malformed_payloads_still_get_their_texts_masked(job_data: dict[str, Any
 
 @pytest.mark.parametrize("position", POSITIONS, ids=position_id)
 @pytest.mark.parametrize("case", BENIGN_CASES, ids=lambda c: c["id"])
-def test_benign_text_passes_byte_for_byte(case: dict[str, Any], position: Position) -> None:
+def test_benign_text_passes_byte_for_byte(
+    renderer: Renderer, unmasked_renderer: Renderer, case: dict[str, Any], position: Position
+) -> None:
     job = position.job(case["text"])
-    masked_text, masked_meta = render(MASKING_ON, job)
-    plain_text, _ = render(MASKING_OFF, job)
+    masked_text, masked_meta = render(renderer, job)
+    plain_text, _ = render(unmasked_renderer, job)
     assert masked_meta["masked"] == {}
     assert masked_text == plain_text
     if position.verbatim:
@@ -344,10 +347,13 @@ def test_disabled_detector_and_pii_group() -> None:
     assert counts == {"email": 1}
 
 
-def test_masking_disabled_leaves_secrets_and_builds_no_masker() -> None:
-    assert MASKING_OFF.masker is None
+def test_masking_disabled_leaves_secrets_and_builds_no_masker(
+    unmasked_renderer: Renderer,
+) -> None:
+    assert unmasked_renderer.masker is None
     text, meta = render(
-        MASKING_OFF, {"job_id": "j", "kind": "react", "session": {"alert_data": "password: x9y8z7"}}
+        unmasked_renderer,
+        {"job_id": "j", "kind": "react", "session": {"alert_data": "password: x9y8z7"}},
     )
     assert "password: x9y8z7" in text
     assert meta["masked"] == {}

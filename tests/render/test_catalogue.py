@@ -130,38 +130,35 @@ def test_text_is_kept_only_for_catalogued_lists() -> None:
 COMPACT = orjson.dumps(TOOLS)
 
 
-RENDERER = Renderer()
-
-
-def reply_without_timing(body: bytes) -> dict[str, Any]:
-    reply: dict[str, Any] = orjson.loads(RENDERER.render(body).body)
+def reply_without_timing(renderer: Renderer, body: bytes) -> dict[str, Any]:
+    reply: dict[str, Any] = orjson.loads(renderer.render(body).body)
     reply.get("meta", {}).pop("render_ms", None)
     return reply
 
 
-def memo_free(body: bytes) -> dict[str, Any]:
+def memo_free(renderer: Renderer, body: bytes) -> dict[str, Any]:
     CATALOGUES.clear()
-    return reply_without_timing(body)
+    return reply_without_timing(renderer, body)
 
 
-def warm(spelling_source: bytes) -> None:
+def warm(renderer: Renderer, spelling_source: bytes) -> None:
     """Teach the memo the catalogue and its spelling in `spelling_source`."""
     CATALOGUES.clear()
-    RENDERER.render(spelling_source)  # remembered by its JSON
-    RENDERER.render(spelling_source)  # seen again: its spelling is learnt
+    renderer.render(spelling_source)  # remembered by its JSON
+    renderer.render(spelling_source)  # seen again: its spelling is learnt
     assert CATALOGUES.spellings() == 1
 
 
-def test_a_repeated_catalogue_is_cut_out_of_the_next_body() -> None:
+def test_a_repeated_catalogue_is_cut_out_of_the_next_body(renderer: Renderer) -> None:
     first = job("1", alert="first")
-    warm(first)
+    warm(renderer, first)
     body = job("2", alert="second")
     data, tools = load_body(body)
     assert "tools" not in data
     assert tools is CATALOGUES.tools(COMPACT)  # the memoised list itself
     assert data == {k: v for k, v in json.loads(body).items() if k != "tools"}
-    located = reply_without_timing(body)
-    assert located == memo_free(body)
+    located = reply_without_timing(renderer, body)
+    assert located == memo_free(renderer, body)
     assert located["status"] == "ok"
 
 
@@ -217,13 +214,13 @@ TEACHER = raw_job('"job_id":"teacher"', '"kind":"react"', f'"tools":{SPELT}')
         [*BASE, f'"tools":{SPELT}', '"session":'],
     ],
 )
-def test_tricky_bodies_render_as_without_the_memo(members: list[str]) -> None:
+def test_tricky_bodies_render_as_without_the_memo(renderer: Renderer, members: list[str]) -> None:
     body = raw_job(*members)
-    expected = memo_free(body)
-    warm(TEACHER)
+    expected = memo_free(renderer, body)
+    warm(renderer, TEACHER)
     if body.endswith(f'"tools":{SPELT}}}'.encode()):
         assert CATALOGUES.locate(body) is not None  # the cut is tried on this body
-    assert reply_without_timing(body) == expected
+    assert reply_without_timing(renderer, body) == expected
 
 
 @settings(max_examples=150, deadline=None)
@@ -234,7 +231,7 @@ def test_tricky_bodies_render_as_without_the_memo(members: list[str]) -> None:
     space=st.sampled_from(["", " ", "\n  "]),
 )
 def test_any_placement_of_a_known_spelling_renders_as_without_the_memo(
-    places: list[str], space: str
+    renderer: Renderer, places: list[str], space: str
 ) -> None:
     values = {
         "top": f'"tools":{space}{SPELT}',
@@ -244,24 +241,24 @@ def test_any_placement_of_a_known_spelling_renders_as_without_the_memo(
         "string": '"session":{"alert_data":' + json.dumps(SPELT) + "}",
     }
     body = raw_job(*BASE, *(values[p] for p in places))
-    expected = memo_free(body)
-    warm(TEACHER)
-    assert reply_without_timing(body) == expected
+    expected = memo_free(renderer, body)
+    warm(renderer, TEACHER)
+    assert reply_without_timing(renderer, body) == expected
 
 
-def test_only_a_spelling_of_the_catalogue_itself_is_learnt() -> None:
+def test_only_a_spelling_of_the_catalogue_itself_is_learnt(renderer: Renderer) -> None:
     other = orjson.dumps([{"name": "other", "description": "x" * 80}]).decode()
     # The teacher's first "tools" key is a nested one holding another list.
     teacher = raw_job(*BASE, f'"stage":{{"tools":{other}}}', f'"tools":{SPELT}')
-    warm(teacher)
+    warm(renderer, teacher)
     body = raw_job(*BASE, f'"tools":{other}')
     assert CATALOGUES.locate(body) is None
-    assert reply_without_timing(body) == memo_free(body)
+    assert reply_without_timing(renderer, body) == memo_free(renderer, body)
 
 
-def test_members_after_the_catalogue_are_never_taken_for_part_of_it() -> None:
+def test_members_after_the_catalogue_are_never_taken_for_part_of_it(renderer: Renderer) -> None:
     body = raw_job(*BASE, f'"tools":{SPELT}', '"chat":{"user_question":"why?"}')
-    expected = memo_free(body)
+    expected = memo_free(renderer, body)
     for _ in range(3):  # remembered, then seen again: nothing to learn from it
-        assert reply_without_timing(body) == expected
+        assert reply_without_timing(renderer, body) == expected
     assert CATALOGUES.spellings() == 0

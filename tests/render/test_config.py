@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CONFORMANCE
+from tests.data import CONFORMANCE
 from worker.errors import ConfigError
 from worker.render.config import load_config, parse_config
 

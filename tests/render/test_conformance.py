@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BENCH_JOBS, CONFORMANCE, SEED_000_KINDS, SHARED, read_jsonl
+from tests.data import BENCH_JOBS, CONFORMANCE, SEED_000_KINDS, SHARED, read_jsonl
 from tests.render.conformance_helpers import assert_same_messages
 from worker.render.renderer import Renderer
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CONFORMANCE, SHARED, read_jsonl
+from tests.data import CONFORMANCE, SHARED, read_jsonl
 from tests.render.conformance_helpers import assert_same_messages
 from worker.render.renderer import Renderer
 

@@ -11,8 +11,6 @@ from schemas.job import KIND_ALIASES, Kind
 from worker.commands.render_cmd import iter_jobs
 from worker.render.renderer import Renderer
 
-RENDERER = Renderer()
-
 json_values = st.recursive(
     st.none()
     | st.booleans()
@@ -119,26 +117,26 @@ def assert_is_reply(outcome: Any) -> None:
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(json_values)
-def test_arbitrary_json_never_raises(value: Any) -> None:
-    assert_is_reply(RENDERER.render(json.dumps(value).encode()))
+def test_arbitrary_json_never_raises(renderer: Renderer, value: Any) -> None:
+    assert_is_reply(renderer.render(json.dumps(value).encode()))
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(job_like)
-def test_job_shaped_values_never_raise(value: Any) -> None:
-    assert_is_reply(RENDERER.render(json.dumps(value).encode()))
+def test_job_shaped_values_never_raise(renderer: Renderer, value: Any) -> None:
+    assert_is_reply(renderer.render(json.dumps(value).encode()))
 
 
 @settings(max_examples=300)
 @given(st.binary(max_size=200))
-def test_arbitrary_bytes_never_raise(body: bytes) -> None:
-    assert_is_reply(RENDERER.render(body))
+def test_arbitrary_bytes_never_raise(renderer: Renderer, body: bytes) -> None:
+    assert_is_reply(renderer.render(body))
 
 
 @settings(max_examples=100)
 @given(st.lists(st.binary(max_size=60), max_size=6))
-def test_render_input_splitting_never_raises(lines: list[bytes]) -> None:
+def test_render_input_splitting_never_raises(renderer: Renderer, lines: list[bytes]) -> None:
     import io
 
     for body in iter_jobs(io.BytesIO(b"\n".join(lines))):
-        assert_is_reply(RENDERER.render(body))
+        assert_is_reply(renderer.render(body))

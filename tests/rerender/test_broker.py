@@ -18,7 +18,7 @@ import aio_pika
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 
-from tests.conftest import CONFORMANCE, REPO
+from tests.data import CONFORMANCE, REPO
 from tests.integration.conftest import start_worker, topo
 from tests.integration.helpers import (
     AMQP_URL,
@@ -27,7 +27,7 @@ from tests.integration.helpers import (
     WorkerProcess,
     broker_reachable,
 )
-from tests.rerender.test_local import conformance_lines, records, write_lines
+from tests.rerender.files import conformance_lines, records, write_lines
 from worker.cli import main
 from worker.render.config import load_config
 from worker.render.renderer import Renderer

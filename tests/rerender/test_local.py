@@ -6,12 +6,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 
-from tests.conftest import CONFORMANCE, REPO
+from tests.data import REPO
+from tests.rerender.files import CONFIG, conformance_lines, records, write_lines
 from worker.cli import main
 from worker.render.config import load_config
 from worker.render.renderer import Renderer
@@ -21,26 +21,6 @@ from worker.rerender.local import LocalEngine
 from worker.rerender.output import OutputError, resume_point
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.run import Options, run
-
-CONFIG = str(CONFORMANCE / "worker.yaml")
-CONFORMANCE_FILES = (CONFORMANCE / "cases.jsonl", CONFORMANCE / "families.jsonl")
-
-
-def conformance_lines() -> list[str]:
-    lines: list[str] = []
-    for path in CONFORMANCE_FILES:
-        lines += [line for line in path.read_text(encoding="utf-8").splitlines() if line]
-    return lines
-
-
-def write_lines(path: Path, lines: list[str]) -> Path:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
-
-
-def records(path: Path) -> list[dict[str, Any] | None]:
-    """Output line by output line: the record, or None for an empty line."""
-    return [orjson.loads(line) if line else None for line in path.read_bytes().splitlines()]
 
 
 def rerender(*args: str) -> int:

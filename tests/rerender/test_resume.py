@@ -11,8 +11,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import CONFORMANCE, REPO
-from tests.rerender.test_local import conformance_lines, write_lines
+from tests.data import CONFORMANCE, REPO
+from tests.rerender.files import conformance_lines, write_lines
 
 CONFIG = str(CONFORMANCE / "worker.yaml")
 # Big enough that a run takes seconds, so the signals land mid-run.
