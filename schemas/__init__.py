@@ -1,4 +1,4 @@
-"""Pydantic models of the build-prompt wire contract (SPEC.md §2-3).
+"""Pydantic models of the build-prompt wire contract (CONTRACT.md §2-3).
 
 The JSON Schema and AsyncAPI documents beside this file are generated from these
 models (`prompt-worker schema`, `prompt-worker asyncapi`); tests fail when they are stale.

@@ -9,7 +9,7 @@ class WireModel(BaseModel):
     """Base of every model on the wire.
 
     Unknown fields are ignored so producers can add fields before the worker knows them
-    (SPEC.md §2). Strict types: a number where text is expected is a producer bug that
+    (CONTRACT.md §2). Strict types: a number where text is expected is a producer bug that
     should be reported, not silently coerced.
     """
 

@@ -1,4 +1,4 @@
-"""Payloads of the seed-001 (legacy TARSy) and seed-002 (JSON-ReAct skill) families (SPEC.md §8).
+"""Payloads of the seed-001 (legacy TARSy) and seed-002 (JSON-ReAct skill) families (CONTRACT.md §8).
 
 The seed-001 builder reads plain dicts with `dict.get`, so a key that is present with
 a null value renders differently from a missing key, and `available_tools` is dumped
@@ -110,7 +110,7 @@ ReactHistoryEntry = Annotated[
 
 
 class LegacyPayload(WireModel):
-    """The seed's `PromptContext`, as one object (SPEC.md §8, payload `legacy`)."""
+    """The seed's `PromptContext`, as one object (CONTRACT.md §8, payload `legacy`)."""
 
     alert_data: dict[str, Any] = Field(description="Formatted by AlertSectionTemplate.")
     runbook_content: str | None = ""

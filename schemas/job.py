@@ -1,4 +1,4 @@
-"""The build-prompt job (SPEC.md §2).
+"""The build-prompt job (CONTRACT.md §2).
 
 Field-level rules live in the models; rules that span fields (which payload goes with
 which kind, "at most one of") live in `kind_rule_violations`, so each violation can name
@@ -76,7 +76,7 @@ class TimelineEvent(WireModel):
 
 
 class PreviousAttempt(WireModel):
-    """A failed earlier run of this stage (seed 004, SPEC.md §10)."""
+    """A failed earlier run of this stage (seed 004, CONTRACT.md §10)."""
 
     attempt_number: PositiveInt
     error_message: str | None = None
@@ -193,7 +193,7 @@ def required_payload(kind: Kind) -> str | None:
 
 
 def kind_rule_violations(job: Job) -> list[dict[str, str]]:
-    """Cross-field rules of SPEC.md §2, each as {"field", "type", "message"}."""
+    """Cross-field rules of CONTRACT.md §2, each as {"field", "type", "message"}."""
     problems: list[dict[str, str]] = []
     kind = job.kind
 

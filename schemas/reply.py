@@ -1,4 +1,4 @@
-"""The reply the worker publishes (SPEC.md §3).
+"""The reply the worker publishes (CONTRACT.md §3).
 
 The worker serialises replies straight from dicts with orjson (this is the hot path);
 these models describe that output for the JSON Schema, the AsyncAPI document and for

@@ -1,9 +1,9 @@
-"""Payload of the `system_prompt` kind (seed 003, SPEC.md §10).
+"""Payload of the `system_prompt` kind (seed 003, CONTRACT.md §10).
 
 The producer names the model's context window (`context_tokens`) or the prompt tier
 directly (`tier`), never both: with two sources of truth a producer bug would be
 silently resolved one way or the other. With neither, the context window defaults to
-`DEFAULT_CONTEXT_TOKENS` (SPEC.md §10's example value), which selects tier 2.
+`DEFAULT_CONTEXT_TOKENS` (CONTRACT.md §10's example value), which selects tier 2.
 """
 
 from enum import StrEnum
@@ -67,7 +67,7 @@ class Checkpoint(WireModel):
 
 class Decision(WireModel):
     description: NonEmptyStr
-    # Kept for the producer's records; the goal block of SPEC.md §10 does not show it.
+    # Kept for the producer's records; the goal block of CONTRACT.md §10 does not show it.
     rationale: str = ""
     locked: bool = False
 

@@ -3,7 +3,7 @@
 
 The alert rules live in one place, the Prometheus rule file the compose stack loads;
 in Kubernetes the Prometheus Operator wants the same groups wrapped in a PrometheusRule.
-Run this after editing alerts.yml; tests/test_deploy_k8s.py fails while they differ.
+Run this after editing alerts.yml; tests/deploy/test_k8s.py fails while they differ.
 With --check, only report (exit 1) whether the file is out of date.
 """
 

@@ -119,7 +119,7 @@ def test_final_stage_has_only_the_venv_and_config() -> None:
 
 def test_final_stage_installs_the_masking_engine_ci_tests() -> None:
     """The image ships the system libhs that scripts/ensure-libhs installs for CI (where
-    tests/test_masking_engines.py insists on it), from Debian, with its lists removed."""
+    tests/masking/test_engines.py insists on it), from Debian, with its lists removed."""
     final = final_stage()
     runs = [args for keyword, args in final if keyword == "RUN" and "apt-get" in args]
     assert len(runs) == 1, runs

@@ -1,4 +1,4 @@
-"""Prompt contributors (seed 004, SPEC.md §10): which apply, in which order, where."""
+"""Prompt contributors (seed 004, CONTRACT.md §10): which apply, in which order, where."""
 
 import copy
 import hashlib

@@ -1,6 +1,6 @@
-"""Secret masking (issue 7, SPEC.md §9), through the full `Renderer.render(body)` path.
+"""Secret masking (issue 7, CONTRACT.md §9), through the full `Renderer.render(body)` path.
 
-Secrets come from tests/masking_corpus/secrets.yaml (synthetic), benign operations text
+Secrets come from tests/masking/corpus/secrets.yaml (synthetic), benign operations text
 from benign.yaml; each is put in every outside-world position of a job.
 """
 

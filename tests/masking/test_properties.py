@@ -15,7 +15,7 @@ from worker.masking.masker import REDACTION_NOTICE, Masker
 
 CONFIG = MaskingConfig(groups=["secrets", "pii"])
 MASKER = Masker(CONFIG, engine="python")
-# The accelerated engines present here; CI has both (tests/test_masking_engines.py).
+# The accelerated engines present here; CI has both (tests/masking/test_engines.py).
 FAST_ENGINES = (["hyperscan"] if prefilter.HYPERSCAN_AVAILABLE else []) + (
     ["libhs"] if prefilter.libhs_available() else []
 )

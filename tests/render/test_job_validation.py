@@ -1,4 +1,4 @@
-"""The job contract (SPEC.md §2-3): what is accepted, and how rejections are reported."""
+"""The job contract (CONTRACT.md §2-3): what is accepted, and how rejections are reported."""
 
 import json
 from typing import Any

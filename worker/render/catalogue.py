@@ -7,14 +7,14 @@ its formatted text. Output is unaffected: equal JSON validates to equal tools, w
 format to equal text. Bounded; cleared when full.
 
 Parsing the list costs more than validating it once it is memoised, so the memo also
-learns how producers spell a catalogue in their
-bodies: `locate` finds a known spelling as the value of a `"tools"` key that is the
-body's last member, and the renderer parses the body with the catalogue cut out (see
-`decode.load_body`, which checks that the key it found is the job's own). Only the last
-member: finding it costs a few byte comparisons at the end of the body, where
-searching a body for the key cost more on jobs without tools than the parse it saves
-on jobs with them (docs/PERFORMANCE.md, "Builder"). SPEC.md's order puts `tools` after `session` and `stage`,
-so stage jobs qualify; a body with members after the catalogue (a chat job) is parsed
+learns how producers spell a catalogue in their bodies: `locate` finds a known spelling
+as the value of a `"tools"` key that is the body's last member, and the renderer parses
+the body with the catalogue cut out (see `decode.load_body`, which checks that the key
+it found is the job's own). Only the last member: finding it costs a few byte
+comparisons at the end of the body, where searching a body for the key cost more on jobs
+without tools than the parse it saves on jobs with them (docs/PERFORMANCE.md,
+"Builder"). CONTRACT.md §2 asks producers to put `tools` after `session` and `stage`, so
+stage jobs qualify; a body with members after the catalogue (a chat job) is parsed
 whole, as before. A spelling is learnt from the second job carrying the catalogue, so
 jobs with one-off catalogues pay nothing for it.
 """

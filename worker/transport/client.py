@@ -6,7 +6,7 @@
 Each client owns one connection, one channel with publisher confirms and an exclusive
 reply queue (the RPC core it shares with `rerender --broker`: transport/rpc.py). Any number of calls may be in flight at once on it: every
 call has its own correlation id and waits on its own future. Replies are returned as
-plain dicts (the JSON of SPEC §3, parsed with orjson): the cheapest form for the hot
+plain dicts (the JSON of CONTRACT.md §3, parsed with orjson): the cheapest form for the hot
 path and for comparisons in tests; pass one to `schemas.reply.parse_reply` for the typed
 models. The worker delivers at least once, so a reply can arrive twice; the second copy
 finds no waiting call and is dropped.

@@ -5,7 +5,7 @@ A job lands in the dead-letter queue when the worker answered it with an error r
 fixed, the jobs are replayed: each one is published to the request queue with publisher
 confirms and only then acknowledged in the dead-letter queue. A failure between the two
 leaves the dead copy where it was, so a job can be replayed twice (consumers of replies
-already deduplicate, SPEC §4) but never lost.
+already deduplicate, CONTRACT.md §4) but never lost.
 
 Messages that are only looked at (a dry run, or another kind than the one asked for)
 stay unacknowledged until the end and are then handed back to the dead-letter queue in

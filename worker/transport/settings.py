@@ -43,7 +43,7 @@ class Settings:
     amqp_url: str = DEFAULT_AMQP_URL
     request_queue: str = topology.DEFAULT_REQUEST_QUEUE
     reply_queue: str = topology.DEFAULT_REPLY_QUEUE
-    # The dead-letter exchange and its queue share this name (SPEC §4).
+    # The dead-letter exchange and its queue share this name (CONTRACT.md §4).
     dead_letter_queue: str = topology.DEFAULT_DEAD_LETTER
     delivery_limit: int = topology.DEFAULT_DELIVERY_LIMIT
     prefetch: int = DEFAULT_PREFETCH

@@ -1,4 +1,4 @@
-"""The worker's RabbitMQ topology, in one place (SPEC §4).
+"""The worker's RabbitMQ topology, in one place (CONTRACT.md §4).
 
 The worker declares it idempotently at start-up (and aio-pika re-declares it after a
 reconnect); `deploy/rabbitmq/definitions.json` describes the same objects for brokers

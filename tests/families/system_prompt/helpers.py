@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[3]
 BUNDLED_DIR = REPO / "worker" / "templates" / "system_prompt"
 MODES = ("assistant", "developer", "planning", "debugger", "user")
 TIERS = (1, 2, 3, 4, 5)
-# SPEC.md §10, written out here rather than imported from the code under test.
+# CONTRACT.md §10, written out here rather than imported from the code under test.
 BUDGETS = {1: 200, 2: 500, 3: 1000, 4: 1500, 5: 1500}
 
 

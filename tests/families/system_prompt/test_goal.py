@@ -1,4 +1,4 @@
-"""The goal block: exactly SPEC.md §10's shape, left out piece by piece when sparse."""
+"""The goal block: exactly CONTRACT.md §10's shape, left out piece by piece when sparse."""
 
 from typing import Any
 

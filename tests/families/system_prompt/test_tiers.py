@@ -1,4 +1,4 @@
-"""Tier selection and budgets of the system_prompt kind (SPEC.md §10, seed 003's table)."""
+"""Tier selection and budgets of the system_prompt kind (CONTRACT.md §10, seed 003's table)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Which seed-001 prompts make up the messages of each `legacy_*` kind (SPEC.md §8)."""
+"""Which seed-001 prompts make up the messages of each `legacy_*` kind (CONTRACT.md §8)."""
 
 from collections.abc import Callable
 from types import MappingProxyType

@@ -58,6 +58,6 @@ def format_chain_context(previous_stage_context: str | None) -> str:
     """ChainContextSectionTemplate.format.
 
     The seed asks a live chain context for its formatted text; producers send that text
-    itself (SPEC.md §8), and an empty one means there were no earlier stage results.
+    itself (CONTRACT.md §8), and an empty one means there were no earlier stage results.
     """
     return previous_stage_context if previous_stage_context else NO_CHAIN_CONTEXT

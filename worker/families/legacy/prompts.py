@@ -1,7 +1,7 @@
 """The seed's LangChainPromptBuilder methods, one function each, over the `legacy` payload.
 
 The payload stands in for the seed's PromptContext; `available_tools` is
-`{"tools": payload.tools}` (SPEC.md §8).
+`{"tools": payload.tools}` (CONTRACT.md §8).
 """
 
 import json

@@ -1,4 +1,4 @@
-"""Seed 003: a system message scaled to the model's context window (SPEC.md §10).
+"""Seed 003: a system message scaled to the model's context window (CONTRACT.md §10).
 
 Start-up (`prepare`) loads the templates and the prompt registry once; `build` is a
 pure function of the job and that state.

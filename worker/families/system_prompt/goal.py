@@ -1,4 +1,4 @@
-"""The goal block of the system prompt (seed 003's example, exactly as SPEC.md §10)."""
+"""The goal block of the system prompt (seed 003's example, exactly as CONTRACT.md §10)."""
 
 from schemas.system_prompt import (
     ArtifactAction,

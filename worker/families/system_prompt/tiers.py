@@ -16,5 +16,5 @@ def tier_for_context(context_tokens: int) -> int:
 
 
 def estimate_tokens(text: str) -> int:
-    """SPEC.md §10's estimator: ceil(len(text) / 4), in integers so no float rounds."""
+    """CONTRACT.md §10's estimator: ceil(len(text) / 4), in integers so no float rounds."""
     return (len(text) + 3) // 4

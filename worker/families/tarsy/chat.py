@@ -8,7 +8,7 @@ from worker.families.tarsy.templates import SEPARATOR
 from worker.families.tarsy.tools import available_tools_preamble
 
 # Role -> heading of a history message. `system` is absent: the seed drops it.
-# `tool` is deviation D2 (SPEC.md §5): the seed dropped it silently.
+# `tool` is deviation D2 (CONTRACT.md §5): the seed dropped it silently.
 _HISTORY_HEADINGS = {
     "assistant": "**ASSISTANT:**\n",
     "user": "**Observation:**\n\n",

@@ -36,7 +36,7 @@ def format_chain_context(previous_stage_context: str) -> str:
 
 
 def format_previous_attempt(attempt: PreviousAttempt) -> str:
-    """The rerun section of SPEC.md §10 (seed 004's previous context), ending in a newline."""
+    """The rerun section of CONTRACT.md §10 (seed 004's previous context), ending in a newline."""
     lines = [
         f"## Previous Attempt (attempt {attempt.attempt_number})",
         "The previous attempt at this stage did not complete.",

@@ -1,4 +1,4 @@
-"""The previous-stage context formatter (SPEC.md §6; not in the seed)."""
+"""The previous-stage context formatter (CONTRACT.md §6; not in the seed)."""
 
 from collections.abc import Sequence
 

@@ -1,6 +1,6 @@
 """Tool descriptions for ReAct prompts (seed `tools.go`, with deviation D1).
 
-D1 (SPEC.md §5): `default:` renders a string as-is and anything else as compact JSON;
+D1 (CONTRACT.md §5): `default:` renders a string as-is and anything else as compact JSON;
 `choices:` renders every value as compact JSON. Compact JSON is Python's `json.dumps`
 with `separators=(",", ":")`, `sort_keys=True`, `ensure_ascii=False`, which is the
 definition the conformance vectors were made with (orjson formats floats differently).
