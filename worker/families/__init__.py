@@ -1,4 +1,10 @@
-"""Which family builds which kind."""
+"""Prompt families: each turns a validated, masked job into its messages.
+
+`FAMILIES` says which family builds which kind. What the families share sits beside
+them: `base.py` (the builder's signature, `RenderContext`), `mcp_servers.py` (the MCP
+server registry), `instructions.py` (the three tiers) and `contributors.py` (text the
+renderer appends to any family's system message). One family never imports another.
+"""
 
 from schemas.job import Kind
 from worker.families import legacy, skill

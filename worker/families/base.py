@@ -82,3 +82,19 @@ def template_version(family: str, texts: Iterable[str]) -> str:
         digest.update(len(data).to_bytes(8, "big"))
         digest.update(data)
     return f"{family}-{digest.hexdigest()[:12]}"
+
+
+def probe_renderings(
+    build: Builder, probes: Iterable[Mapping[str, Any]], ctx: RenderContext
+) -> list[str]:
+    """Role and content of every message `build` makes of the probe jobs.
+
+    Families hash these with their template constants (`template_version`): probes
+    that reach every branch make text written inline in the code move the version as
+    much as a template's text does.
+    """
+    rendered: list[str] = []
+    for probe in probes:
+        job = Job.model_validate({"job_id": "probe", **probe})
+        rendered.extend(m["role"] + "\n" + m["content"] for m in build(job, ctx).messages)
+    return rendered

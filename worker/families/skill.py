@@ -9,7 +9,13 @@ from typing import Any
 
 from schemas.families import AvailableFile, Skill, SkillTool
 from schemas.job import Job, Kind
-from worker.families.base import BuildResult, Family, RenderContext, template_version
+from worker.families.base import (
+    BuildResult,
+    Family,
+    RenderContext,
+    probe_renderings,
+    template_version,
+)
 
 # Verbatim; it starts and ends with a newline, as the seed's triple-quoted string does.
 AUTONOMOUS_SKILL_SYSTEM_PROMPT = """
@@ -179,12 +185,7 @@ _PROBE_JOBS: list[dict[str, Any]] = [
 
 def versioned_texts() -> tuple[str, ...]:
     """The template constants plus the renderings of the probe jobs."""
-    ctx = RenderContext()
-    rendered: list[str] = []
-    for probe in _PROBE_JOBS:
-        job = Job.model_validate({"job_id": "probe", **probe})
-        rendered.extend(m["role"] + "\n" + m["content"] for m in build(job, ctx).messages)
-    return (*TEMPLATES, *rendered)
+    return (*TEMPLATES, *probe_renderings(build, _PROBE_JOBS, RenderContext()))
 
 
 FAMILY = Family("skill", template_version("skill", versioned_texts()), build)

@@ -5,7 +5,14 @@ from types import MappingProxyType
 
 from schemas.families import LegacyPayload
 from schemas.job import Job, Kind
-from worker.families.base import BuildResult, Family, Messages, RenderContext, template_version
+from worker.families.base import (
+    BuildResult,
+    Family,
+    Messages,
+    RenderContext,
+    probe_renderings,
+    template_version,
+)
 from worker.families.instructions import compose_instructions
 from worker.families.legacy.probes import PROBE_JOBS
 from worker.families.legacy.prompts import (
@@ -88,11 +95,7 @@ def build(job: Job, ctx: RenderContext) -> BuildResult:
 def versioned_texts() -> tuple[str, ...]:
     """The template constants plus the renderings of the probe jobs."""
     ctx = RenderContext(registry=MCPServerRegistry(MappingProxyType({"probe": "p"})))
-    rendered: list[str] = []
-    for probe in PROBE_JOBS:
-        job = Job.model_validate({"job_id": "probe", **probe})
-        rendered.extend(m["role"] + "\n" + m["content"] for m in build(job, ctx).messages)
-    return (*ALL_TEMPLATES, *rendered)
+    return (*ALL_TEMPLATES, *probe_renderings(build, PROBE_JOBS, ctx))
 
 
 FAMILY = Family("legacy", template_version("legacy", versioned_texts()), build)

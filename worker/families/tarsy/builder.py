@@ -14,6 +14,7 @@ from worker.families.base import (
     Messages,
     RenderContext,
     ToolTexts,
+    probe_renderings,
     template_version,
 )
 from worker.families.mcp_servers import MCPServerRegistry
@@ -301,11 +302,7 @@ _PROBE_JOBS: list[dict[str, object]] = [
 def versioned_texts() -> tuple[str, ...]:
     """The template constants plus the rendering of the probe jobs."""
     ctx = RenderContext(registry=MCPServerRegistry(MappingProxyType({"probe": "p"})))
-    rendered: list[str] = []
-    for probe in _PROBE_JOBS:
-        job = Job.model_validate({"job_id": "probe", **probe})
-        rendered.extend(m["role"] + "\n" + m["content"] for m in build(job, ctx).messages)
-    return (*ALL_TEMPLATES, *rendered)
+    return (*ALL_TEMPLATES, *probe_renderings(build, _PROBE_JOBS, ctx))
 
 
 FAMILY = Family("tarsy", template_version("tarsy", versioned_texts()), build)
