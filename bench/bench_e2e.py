@@ -44,7 +44,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from worker import topology  # noqa: E402
+from worker.transport import topology  # noqa: E402
 from worker.transport.client import PromptClient  # noqa: E402
 
 JOB = REPO / "tests" / "bench_jobs" / "typical_react_job.json"

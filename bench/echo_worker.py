@@ -25,7 +25,7 @@ from aio_pika.abc import AbstractIncomingMessage
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from worker import topology  # noqa: E402
+from worker.transport import topology  # noqa: E402
 from worker.transport.consumer import connection_url  # noqa: E402
 from worker.transport.settings import from_env  # noqa: E402
 
