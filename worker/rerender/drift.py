@@ -28,7 +28,8 @@ def classify(ok: bool, messages: Any, prior: list[dict[str, str]] | None) -> str
     return SAME if messages == prior else CHANGED
 
 
-def _split(text: str) -> list[str]:
+def split_keeping_ends(text: str) -> list[str]:
+    """The lines of `text`, each with its newline (the last one may have none)."""
     # Split on "\n" only (str.splitlines would also cut at \r, \x0c, \u2028, ...), keeping
     # the ends so a lost or added trailing newline shows up in the diff.
     parts = text.split("\n")
@@ -57,8 +58,8 @@ def message_diff(before: Sequence[dict[str, str]], after: Sequence[dict[str, str
         if old is not None and new is not None and old["role"] != new["role"]:
             out.append(f"# messages[{index}]: role {old['role']} -> {new['role']}\n")
         diff = difflib.unified_diff(
-            _split(old["content"]) if old is not None else [],
-            _split(new["content"]) if new is not None else [],
+            split_keeping_ends(old["content"]) if old is not None else [],
+            split_keeping_ends(new["content"]) if new is not None else [],
             old_label,
             new_label,
         )

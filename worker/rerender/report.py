@@ -9,7 +9,8 @@ from worker.rerender.records import Tally
 UNKNOWN_KIND = "(unknown)"
 
 
-def _by_kind(tally: Tally) -> dict[str, dict[str, int]]:
+def by_kind(tally: Tally) -> dict[str, dict[str, int]]:
+    """Records, status and drift counts per kind."""
     kinds: dict[str, Counter[str]] = {}
     for (kind, status, _, drift), n in tally.outcomes.items():
         row = kinds.setdefault(kind or UNKNOWN_KIND, Counter())
@@ -19,6 +20,28 @@ def _by_kind(tally: Tally) -> dict[str, dict[str, int]]:
             row["drift_" + drift] += n
     columns = ("records", "ok", "error", "drift_same", "drift_changed", "drift_error")
     return {kind: {c: row[c] for c in columns} for kind, row in sorted(kinds.items())}
+
+
+def errors_by_code(tally: Tally) -> dict[str, int]:
+    errors: Counter[str] = Counter()
+    for (_, status, code, _), n in tally.outcomes.items():
+        if status == "error":
+            errors[code] += n
+    return dict(sorted(errors.items()))
+
+
+def totals(tally: Tally) -> dict[str, Any]:
+    """Record, status and drift counts over a whole output file."""
+    drift = {SAME: tally.drift(SAME), CHANGED: tally.drift(CHANGED), ERROR: tally.drift(ERROR)}
+    return {
+        "records": tally.records,
+        "ok": tally.records - tally.errors,
+        "error": tally.errors,
+        "bad_lines": tally.bad_lines,
+        "blank_lines": tally.blank_lines,
+        "with_prior_messages": sum(drift.values()),
+        "drift": drift,
+    }
 
 
 def build_report(
@@ -37,11 +60,6 @@ def build_report(
     diff_limit: int | None,
 ) -> dict[str, Any]:
     """Totals over the whole output file (resumed part included); rates for this run."""
-    errors: Counter[str] = Counter()
-    for (_, status, code, _), n in tally.outcomes.items():
-        if status == "error":
-            errors[code] += n
-    drift = {SAME: tally.drift(SAME), CHANGED: tally.drift(CHANGED), ERROR: tally.drift(ERROR)}
     run_jobs = run_tally.records
     return {
         "status": "interrupted" if interrupted else "complete",
@@ -57,17 +75,9 @@ def build_report(
             if run_tally.timed
             else None,
         },
-        "totals": {
-            "records": tally.records,
-            "ok": tally.records - tally.errors,
-            "error": tally.errors,
-            "bad_lines": tally.bad_lines,
-            "blank_lines": tally.blank_lines,
-            "with_prior_messages": sum(drift.values()),
-            "drift": drift,
-        },
-        "errors_by_code": dict(sorted(errors.items())),
-        "by_kind": _by_kind(tally),
+        "totals": totals(tally),
+        "errors_by_code": errors_by_code(tally),
+        "by_kind": by_kind(tally),
         "template_versions": [
             {"family": family, "template_version": version, "records": n}
             for (family, version), n in sorted(tally.versions.items())
@@ -83,26 +93,26 @@ def build_report(
 
 
 def print_summary(report: dict[str, Any], stream: TextIO) -> None:
-    totals = report["totals"]
-    drift = totals["drift"]
+    counts = report["totals"]
+    drift = counts["drift"]
     run = report["this_run"]
     rate = f", {run['jobs_per_s']:,.0f} jobs/s" if run["jobs_per_s"] else ""
     lines = [
-        f"rerender {report['status']}: {totals['records']:,} records in {report['output']}"
+        f"rerender {report['status']}: {counts['records']:,} records in {report['output']}"
         f" ({run['records']:,} this run in {report['elapsed_s']:.1f} s{rate})",
     ]
     if report["resumed_after_line"]:
         lines.append(f"  resumed after input line {report['resumed_after_line']:,}")
     errors = ", ".join(f"{code} {n:,}" for code, n in report["errors_by_code"].items())
     lines.append(
-        f"  ok {totals['ok']:,}, error {totals['error']:,}"
+        f"  ok {counts['ok']:,}, error {counts['error']:,}"
         + (f" ({errors})" if errors else "")
-        + f", bad input lines {totals['bad_lines']:,}"
+        + f", bad input lines {counts['bad_lines']:,}"
     )
-    if totals["with_prior_messages"]:
+    if counts["with_prior_messages"]:
         lines.append(
             f"  drift: same {drift[SAME]:,}, changed {drift[CHANGED]:,}, error {drift[ERROR]:,}"
-            f" (of {totals['with_prior_messages']:,} lines with prior messages)"
+            f" (of {counts['with_prior_messages']:,} lines with prior messages)"
         )
         for kind, row in report["by_kind"].items():
             if row["drift_same"] + row["drift_changed"] + row["drift_error"]:
