@@ -136,6 +136,12 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     report = parser.add_argument_group("report and diffs")
     report.add_argument("--report", metavar="PATH", help="write the drift report as JSON")
     report.add_argument(
+        "--html",
+        metavar="PATH",
+        help="write the drift page: one self-contained HTML file to review the changes "
+        "(also: prompt-worker report INPUT OUTPUT --html PATH)",
+    )
+    report.add_argument(
         "--diff-dir",
         metavar="DIR",
         help="where unified diffs of changed jobs go (default OUTPUT.jsonl.diffs)",
@@ -201,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
         input=args.input,
         output=args.out,
         report=args.report,
+        html=args.html,
         diff_dir=args.diff_dir,
         diff_limit=None if args.all_diffs else args.diff_limit,
         resume=args.resume,

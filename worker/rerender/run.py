@@ -17,8 +17,10 @@ from typing import BinaryIO, TextIO
 import orjson
 
 from worker.rerender.drift import CHANGED, ERROR, DiffWriter
+from worker.rerender.drift_page import write_page
 from worker.rerender.lines import BLOCK_BYTES, LineReader
 from worker.rerender.output import OutputError, OutputFile, ResumePoint, resume_point
+from worker.rerender.page_data import PageError
 from worker.rerender.progress import Progress, make_progress
 from worker.rerender.records import ChunkResult, Tally
 from worker.rerender.report import build_report, print_summary
@@ -50,6 +52,8 @@ class Options:
     input: str
     output: str
     report: str | None = None
+    # The drift page (HTML), built from the input and output files at the end.
+    html: str | None = None
     diff_dir: str | None = None
     # None: every changed job gets its diff.
     diff_limit: int | None = DEFAULT_DIFF_LIMIT
@@ -191,6 +195,8 @@ def run(
     err = err if err is not None else sys.stderr
     started = time.monotonic()
     output = Path(options.output)
+    if options.html:
+        _check_page_target(options)
     with ExitStack() as cleanup:
         input_stream, input_bytes = _open_input(options.input)
         cleanup.callback(input_stream.close)
@@ -200,6 +206,8 @@ def run(
             raise RerenderError(str(exc)) from None
         out_file = _open_output(output, options.input)
         cleanup.callback(out_file.close)
+        if options.html and not out_file.regular:
+            raise RerenderError(f"--html needs OUTPUT as a regular file, not {output}")
         reader = LineReader(input_stream, options.block_bytes)
         if point.lines:
             skipped = reader.skip(point.lines)
@@ -265,6 +273,8 @@ def run(
         except OSError as exc:
             err.write(f"rerender: error: {options.report}: cannot write: {exc.strerror}\n")
             return EXIT_USAGE
+    if options.html and not _write_page(options, output, out, err):
+        return EXIT_USAGE
     if failure is not None:
         err.write(
             f"rerender: error: {failure}; the output so far is complete and in order: "
@@ -279,6 +289,34 @@ def run(
     if options.fail_on_drift and (sink.total.drift(CHANGED) or sink.total.drift(ERROR)):
         return EXIT_JOB_ERRORS
     return EXIT_OK
+
+
+def _check_page_target(options: Options) -> None:
+    """Refuse an --html that cannot work before the run, not after it."""
+    assert options.html is not None
+    if options.input == "-":
+        # The page is made from the files after the run; standard input is gone by then.
+        raise RerenderError("--html needs INPUT as a file, not standard input")
+    target = Path(options.html)
+    for other in (options.input, options.output):
+        if target.exists() and Path(other).exists() and target.samefile(other):
+            raise RerenderError(f"{target}: the drift page would overwrite {other}")
+    directory = target.parent
+    if not directory.is_dir() or not os.access(directory, os.W_OK):
+        raise RerenderError(f"{target}: cannot write: no such directory, or not writable")
+
+
+def _write_page(options: Options, output: Path, out: TextIO, err: TextIO) -> bool:
+    """The drift page of the output as it now stands (whole, or interrupted)."""
+    assert options.html is not None
+    try:
+        page = write_page(options.input, output, options.html)
+    except PageError as exc:
+        err.write(f"rerender: error: drift page: {exc}\n")
+        return False
+    out.write(f"  drift page: {page.path} ({page.bytes:,} bytes)\n")
+    out.flush()
+    return True
 
 
 def _run_engine(
