@@ -4,6 +4,7 @@ What the browser shows of it is tested in test_drift_page_browser.py.
 """
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -314,6 +315,9 @@ def test_rerender_refuses_an_impossible_html_target_before_running(
     assert not out.exists()
     assert main([*args, "--html", str(source)]) == 2
     assert "would overwrite" in capsys.readouterr().err
+    to_null = ["rerender", str(source), "--out", os.devnull, "--config", CONFIG]
+    assert main([*to_null, "--progress", "off", "--html", str(tmp_path / "p.html")]) == 2
+    assert "--html needs OUTPUT as a regular file, not /dev/null" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["report", str(source), str(out)])  # --html is required
     assert "--html" in capsys.readouterr().err
@@ -360,3 +364,23 @@ def test_the_wheel_carries_the_page_assets(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for asset in ("drift.html", "drift.css", "drift.js"):
         assert f"worker/rerender/page/{asset}" in names
+
+
+def test_odd_records_give_a_page_or_one_clear_error(tmp_path: Path) -> None:
+    source, output = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    job = {"job": {"job_id": "j1", "kind": "react"}, "messages": [{"role": "user", "content": "a"}]}
+    source.write_text(json.dumps(job) + "\n" + json.dumps(job) + "\n")
+    odd = [
+        {"status": "error", "error": "not an object", "kind": ["x"]},
+        {"status": "error", "job_id": "j1" * 500, "error": {"code": 5, "details": [1, {}]}},
+    ]
+    output.write_text("".join(json.dumps(r) + "\n" for r in odd))
+    data = collect(source, output)
+    assert [(e["kind"], e["code"], e["jobs"]) for e in data["errors"]] == [
+        ("(unknown)", "other", 1),
+        ("(unknown)", "5", 1),
+    ]
+    assert len(data["errors"][1]["ids"][0][1]) == 201  # a long id is cut, with "…"
+    output.write_text(json.dumps({"status": "ok", "job_id": "j1", "drift": "changed"}) + "\n")
+    with pytest.raises(PageError, match="line 1 is a changed job without messages"):
+        collect(source, output)

@@ -169,7 +169,8 @@ class Line:
         return self.error_code is not None
 
 
-def _normalise_messages(value: Any) -> list[dict[str, str]] | None:
+def normalise_messages(value: Any) -> list[dict[str, str]] | None:
+    """`value` as a list of {"role", "content"} strings, or None when it is not one."""
     if not isinstance(value, list):
         return None
     messages = []
@@ -210,7 +211,7 @@ def parse_line(raw: bytes) -> Line:
         key = next((k for k in PRIOR_KEYS if k in data), None)
         if key is not None:
             line.has_prior = True
-            line.prior = _normalise_messages(data[key])
+            line.prior = normalise_messages(data[key])
             if line.prior is None:
                 line.body = None
                 line.error_code = ErrorCode.INVALID_JOB

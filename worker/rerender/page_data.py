@@ -21,7 +21,7 @@ import orjson
 
 from worker.rerender.changes import Change, change_signature, describe_change, message_changes
 from worker.rerender.drift import CHANGED
-from worker.rerender.lines import canonical_kind, parse_line
+from worker.rerender.lines import canonical_kind, normalise_messages, parse_line
 from worker.rerender.records import Tally
 from worker.rerender.report import UNKNOWN_KIND, by_kind, errors_by_code, totals
 
@@ -32,6 +32,11 @@ MESSAGE_CHARS = 500
 SNIPPET_CHARS = 300
 # Validation problems named in an error group's message.
 MAX_DETAILS = 5
+# Characters of a job id kept (ids are the producers' and could be anything).
+ID_CHARS = 200
+# Distinct template versions counted per side; the input could name any number.
+MAX_VERSIONS = 500
+OTHER_VERSIONS = "(other versions)"
 _VERSION_KEY = b'"template_version"'
 
 
@@ -95,7 +100,7 @@ def _error_of(record: dict[str, Any]) -> dict[str, Any]:
 
 def _job_id(record: dict[str, Any]) -> str | None:
     job_id = record.get("job_id")
-    return job_id if isinstance(job_id, str) else None
+    return _text(job_id, ID_CHARS) if isinstance(job_id, str) else None
 
 
 def _details(details: list[Any]) -> str:
@@ -129,7 +134,6 @@ class PageCollector:
         # records it) and rendered now.
         self.before: Counter[tuple[str, str, str]] = Counter()
         self.after: Counter[tuple[str, str, str]] = Counter()
-        self.job_id_checks = 0
 
     # -- one line pair -----------------------------------------------------------------
 
@@ -173,7 +177,10 @@ class PageCollector:
         version = meta.get("template_version")
         if isinstance(version, str):
             family = meta.get("family")
-            counter[(kind, family if isinstance(family, str) else "", version)] += 1
+            key = (kind, _text(family, 80), _text(version, 80))
+            if key not in counter and len(counter) >= MAX_VERSIONS:
+                key = (kind, "", OTHER_VERSIONS)
+            counter[key] += 1
 
     def _version_sent(self, kind: str, raw_in: bytes) -> None:
         """The template version the input line says its prior messages were made with:
@@ -240,14 +247,14 @@ class PageCollector:
     ) -> None:
         line = parse_line(raw_in)
         job_id = _job_id(record)
-        if line.prior is None or line.job_id != job_id:
+        if line.prior is None or line.job_id != record.get("job_id"):
             holds = f"job {line.job_id!r}" if line.prior is not None else "no prior messages"
             raise PageError(
                 f"{where}: line {number:,} is the changed job {job_id!r} but the input's "
                 f"line holds {holds}: is this the output of that input?"
             )
-        after = record.get("messages")
-        if not isinstance(after, list):
+        after = normalise_messages(record.get("messages"))
+        if after is None:
             raise PageError(f"{where}: line {number:,} is a changed job without messages")
         changes = message_changes(line.prior, after)
         signature = change_signature(changes)

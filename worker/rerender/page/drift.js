@@ -154,10 +154,14 @@
     return list.filter((v) => kind === null || v.kind === kind);
   }
 
-  function versionText(list) {
+  // One version a line; with counts (as a tooltip when `counts` is "title").
+  function versionCell(list, cls, counts) {
     const merged = new Map();
     for (const v of list) merged.set(v.template_version, (merged.get(v.template_version) || 0) + v.records);
-    return [...merged.entries()].map(([v, n]) => (merged.size > 1 ? `${v} (${fmt(n)})` : v)).join("\n");
+    const entries = [...merged.entries()];
+    const text = entries.map(([v, n]) => (entries.length > 1 && counts !== "title" ? `${v} (${fmt(n)})` : v)).join("\n");
+    const title = entries.map(([v, n]) => `${v}: ${plural(n, "record")}`).join("\n");
+    return el("td", { class: "version" + (cls || ""), text: text || "–", title: title || null });
   }
 
   function kindsTable() {
@@ -167,8 +171,9 @@
     for (const kind of kinds) {
       const row = D.by_kind[kind];
       const none = Math.max(0, row.ok - row.drift_same - row.drift_changed);
-      const b = versionText(versionsOf(before, kind)), a = versionText(versionsOf(after, kind));
-      const moved = b && a && b !== a;
+      const b = versionsOf(before, kind), a = versionsOf(after, kind);
+      const names = (list) => [...new Set(list.map((v) => v.template_version))].sort().join(" ");
+      const moved = b.length && a.length && names(b) !== names(a);
       sums.records += row.records; sums.same += row.drift_same; sums.changed += row.drift_changed;
       sums.error += row.error; sums.none += none;
       body.append(el("tr", { "data-kind": kind },
@@ -178,15 +183,15 @@
         el("td", { class: "num", text: fmt(row.drift_changed) }),
         el("td", { class: "num", text: fmt(row.error) }),
         el("td", { class: "num", text: fmt(none) }),
-        el("td", { class: "version", text: b || "–" }),
-        el("td", { class: "version" + (moved ? " moved" : ""), text: a || "–" })));
+        versionCell(b),
+        versionCell(a, moved ? " moved" : "")));
     }
     body.append(el("tr", { class: "total" },
       el("td", { text: "all" }), el("td", { class: "num", text: fmt(sums.records) }),
       el("td", { class: "num", text: fmt(sums.same) }), el("td", { class: "num", text: fmt(sums.changed) }),
       el("td", { class: "num", text: fmt(sums.error) }), el("td", { class: "num", text: fmt(sums.none) }),
-      el("td", { class: "version", text: versionText(before) || "–" }),
-      el("td", { class: "version", text: versionText(after) || "–" })));
+      versionCell(before, "", "title"),
+      versionCell(after, "", "title")));
     const box = $("versions");
     if (!before.length) {
       box.append(el("p", { class: "muted" },
