@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"prompt-worker report: {exc}", file=sys.stderr)
         return EXIT_USAGE
     changes = f"{page.changed_jobs:,} changed jobs in {page.changes:,} distinct changes"
-    print(f"drift page: {page.path} ({page.bytes:,} bytes; {changes})")
+    print(f"drift page: {page.path} ({page.size_bytes:,} bytes; {changes})")
     for note in page.notes:
         print(f"  {note}")
     return EXIT_OK

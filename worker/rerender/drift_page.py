@@ -83,7 +83,7 @@ def render_page(data: dict[str, Any]) -> bytes:
 @dataclass(frozen=True, slots=True)
 class PageSummary:
     path: str
-    bytes: int
+    size_bytes: int
     changes: int
     changed_jobs: int
     notes: list[str]
@@ -119,7 +119,7 @@ def write_page(
         raise PageError(f"{target}: cannot write: {exc.strerror}") from None
     return PageSummary(
         path=str(target),
-        bytes=len(content),
+        size_bytes=len(content),
         changes=len(data["changes"]),
         changed_jobs=data["totals"]["drift"]["changed"],
         notes=data["notes"],

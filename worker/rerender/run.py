@@ -314,7 +314,7 @@ def _write_page(options: Options, output: Path, out: TextIO, err: TextIO) -> boo
     except PageError as exc:
         err.write(f"rerender: error: drift page: {exc}\n")
         return False
-    out.write(f"  drift page: {page.path} ({page.bytes:,} bytes)\n")
+    out.write(f"  drift page: {page.path} ({page.size_bytes:,} bytes)\n")
     out.flush()
     return True
 
