@@ -49,7 +49,7 @@ OLD_LINE = "An instruction the old template had."
 
 def make_input(path: Path, count: int) -> None:
     sys.path.insert(0, str(REPO))
-    from worker.families_registry import FAMILIES
+    from worker.families import FAMILIES
 
     cases = []
     for name in ("cases.jsonl", "families.jsonl"):

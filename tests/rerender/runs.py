@@ -15,15 +15,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CONFORMANCE
+from tests.rerender.files import CONFIG, CONFORMANCE_FILES, write_lines
 from worker.cli import main
-from worker.families_registry import FAMILIES
-from worker.family import Family, template_version
-from worker.prompt import builder as tarsy
-from worker.prompt import instructions
+from worker.families import FAMILIES
+from worker.families.base import Family, template_version
+from worker.families.tarsy import builder as tarsy
+from worker.families.tarsy import instructions
 
-CONFIG = str(CONFORMANCE / "worker.yaml")
-CONFORMANCE_FILES = (CONFORMANCE / "cases.jsonl", CONFORMANCE / "families.jsonl")
 EDIT_BEFORE = "Always be specific, reference actual data, and provide clear next steps."
 EDIT_AFTER = "Always be specific: quote the data you rely on, and end with clear next steps."
 # Job text no page may run as markup.
@@ -73,8 +71,7 @@ class Run:
 def rerender_with_edit(directory: Path, lines: list[str], *extra: str) -> Run:
     """Re-render `lines` with the template edit, writing the drift page as it ends."""
     directory.mkdir(parents=True, exist_ok=True)
-    source = directory / "in.jsonl"
-    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    source = write_lines(directory / "in.jsonl", lines)
     output, report, html = (
         directory / "out.jsonl",
         directory / "report.json",

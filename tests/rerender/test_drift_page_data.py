@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.conftest import REPO
+from tests.data import REPO
+from tests.rerender.files import CONFIG
 from tests.rerender.runs import (
-    CONFIG,
     EDIT_AFTER,
     EDIT_BEFORE,
     HOSTILE,
