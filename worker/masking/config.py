@@ -10,7 +10,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from worker.masking import linear_regex
 from worker.masking.detectors import BUILTIN_NAMES, DEFAULT_GROUPS, GROUPS, RESERVED_NAMES
+from worker.masking.linear_regex import LinearPattern
 
 # Detector names become Prometheus label values and `meta.masked` keys.
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
@@ -53,9 +55,13 @@ class CustomPattern(BaseModel):
         if len(value) > _MAX_REGEX_CHARS:
             raise ValueError(f"longer than {_MAX_REGEX_CHARS} characters")
         try:
-            compiled = re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression: {exc}") from None
+            compiled = LinearPattern(value)
+        except linear_regex.error as exc:
+            # RE2 syntax: Python's, less look-around and back-references (which would
+            # let a pattern backtrack over the text).
+            raise ValueError(
+                f"invalid regular expression (RE2 syntax): {linear_regex.describe(exc)}"
+            ) from None
         if compiled.fullmatch(""):
             raise ValueError("matches the empty string, which would mask nothing useful")
         return value
@@ -75,8 +81,8 @@ class CustomPattern(BaseModel):
             raise ValueError(f"the regex matches its own replacement {self.replacement!r}")
         return self
 
-    def compiled(self) -> re.Pattern[str]:
-        return re.compile(self.regex, re.IGNORECASE if self.ignore_case else 0)
+    def compiled(self) -> LinearPattern:
+        return LinearPattern(self.regex, ignore_case=self.ignore_case)
 
 
 class MaskingConfig(BaseModel):

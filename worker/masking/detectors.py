@@ -16,17 +16,21 @@ from dataclasses import dataclass
 from functools import cache
 
 from worker.masking import k8s, keyvalue
+from worker.masking.linear_regex import LinearPattern
 from worker.masking.text import (
     KEY_CHARS,
     MASK_PREFIX,
     TextView,
     drop_overlaps,
     is_placeholder,
+    is_placeholder_span,
     looks_random,
+    looks_random_span,
     splice,
 )
 
 Apply = Callable[[TextView], tuple[str, int]]
+Pattern = re.Pattern[str] | LinearPattern
 
 
 # Whether a pattern matches, decided at the (ascending) start positions of its
@@ -77,6 +81,8 @@ class Anchor:
 _KEY_TAIL = r"[A-Za-z0-9_.\-]*"
 _QUOTE = r"(?:\\{0,3}[\"'])?"  # as in keyvalue._SEPARATOR
 _LOOSE_QUOTE = r"\\{0,3}[\"']?"  # as in the regexes of the detectors below
+# ASCII whitespace, which `\s` is in every engine but RE2 (it leaves out \v).
+_SPACE = r" \t\n\r\x0b\x0c"
 
 
 _KEY_RUN = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -129,9 +135,7 @@ def _key_anchor(keyword: str) -> Anchor:
     k = re.escape(keyword)
     separator = rf"{k}{_KEY_TAIL}{_QUOTE}[ \t]*[:=]"
     flag = rf"--{_KEY_TAIL}{k}{_KEY_TAIL}[ \t]"
-    env_value = (
-        rf"{k}{_KEY_TAIL}{_QUOTE}[ \t]*,?(?:\s|\\[nr]){{0,8}}(?:-[ \t]+)?{_LOOSE_QUOTE}value"
-    )
+    env_value = rf"{k}{_KEY_TAIL}{_QUOTE}[ \t]*,?(?:[{_SPACE}]|\\[nr]){{0,8}}(?:-[ \t]+)?{_LOOSE_QUOTE}value"
     return Anchor(
         keyword,
         pattern=f"{separator}|{flag}|{env_value}",
@@ -185,7 +189,9 @@ class Detector:
 
 def edits_result(view: TextView, edits: list[tuple[int, int, str]]) -> tuple[str, int]:
     text = view.text
-    edits = [e for e in edits if text[e[0] : e[1]] != e[2]]
+    # An edit that changes nothing is no edit (compared without copying the span: the
+    # spans of overlapping edits may each run to the end of a long line).
+    edits = [e for e in edits if not (e[1] - e[0] == len(e[2]) and text.startswith(e[2], e[0]))]
     if not edits:
         return text, 0
     edits = drop_overlaps(edits)
@@ -193,7 +199,7 @@ def edits_result(view: TextView, edits: list[tuple[int, int, str]]) -> tuple[str
 
 
 def _regex_detector(
-    patterns: re.Pattern[str] | tuple[re.Pattern[str], ...],
+    patterns: Pattern | tuple[Pattern, ...],
     replacement: str,
     group: str | int = 0,
     *,
@@ -203,7 +209,9 @@ def _regex_detector(
 
     Each pattern starts with a literal, which Python's `re` finds quickly; a leading
     `\\b` or alternation would make it try every position (measured ~20x slower), so
-    `word_start` checks the word boundary in code instead.
+    `word_start` checks the word boundary in code instead. A pattern that could fail
+    late after a run its literal repeats in (`eyJ` in a long run of base64url) is a
+    `LinearPattern`: `re` would read the run again from each occurrence.
     """
     compiled = patterns if isinstance(patterns, tuple) else (patterns,)
 
@@ -211,8 +219,11 @@ def _regex_detector(
         text = view.text
         edits = []
         for pattern in compiled:
-            for match in pattern.finditer(text):
-                start, end = match.span(group)
+            if isinstance(pattern, LinearPattern):
+                spans = pattern.spans(text, group)
+            else:
+                spans = [match.span(group) for match in pattern.finditer(text)]
+            for start, end in spans:
                 if (
                     word_start
                     and start > 0
@@ -328,16 +339,19 @@ def is_basic_credentials(value: str) -> bool:
 
 
 def _docker_auth(view: TextView) -> tuple[str, int]:
+    text = view.text
     edits = []
-    for match in _DOCKER_AUTH.finditer(view.text):
+    for match in _DOCKER_AUTH.finditer(text):
         if is_basic_credentials(match.group("value")):
             edits.append((match.start("value"), match.end("value"), "[MASKED_CREDENTIALS]"))
+    if view.find_all("auths"):
+        edits.extend(e for e in _registry_auths(view) if not text.startswith(MASK_PREFIX, e[0]))
     return edits_result(view, edits)
 
 
 # -- tokens of a known shape ----------------------------------------------------------
 
-_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
+_JWT = LinearPattern(r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
 _GITHUB = (
     re.compile(r"gh[pousr]_[A-Za-z0-9]{30,255}\b"),
     re.compile(r"github_pat_[A-Za-z0-9_]{22,255}\b"),
@@ -355,33 +369,53 @@ _OPENSHIFT_TOKEN = re.compile(r"sha256~[A-Za-z0-9_-]{20,}")
 
 # -- Authorization headers and bearer tokens -----------------------------------------
 
+# The header up to its value; the value runs to `_AUTH_VALUE_STOP`. Matched apart so that
+# the value's end, which may lie past many further "authorization"s of a long line, is
+# found once for all of them (`TextView.next_at`).
 _AUTH_HEADER = re.compile(
     r"authorization\\{0,3}[\"']?[ \t]*[:=][ \t]*\\{0,3}[\"']?"
     r"(?:(?P<scheme>bearer|basic|token|digest|negotiate|ntlm|apikey|ssws|splunk|"
-    r"aws4-hmac-sha256)[ \t]+)?"
-    r"(?P<value>[^\s\"'\\,;]+)",
+    r"aws4-hmac-sha256)[ \t]+)?",
     re.IGNORECASE | re.ASCII,
 )
-_TO_LINE_END = re.compile(r"[^\"'\r\n\\]*")
+_AUTH_VALUE_STOP = re.compile(r"[\s\"'\\,;]", re.ASCII)
+_LINE_OR_QUOTE = re.compile(r"[\"'\r\n\\]")
 _BEARER = re.compile(r"bearer[ \t]+(?P<value>[A-Za-z0-9._~+/-]+=*)", re.IGNORECASE | re.ASCII)
 _MULTI_PART_SCHEMES = ("digest", "aws4-hmac-sha256")
+
+
+def _authorization_value(view: TextView, pos: int) -> tuple[int, int, str] | None:
+    """(start, end, scheme) of the value of an `Authorization` header at `pos`."""
+    text = view.text
+    match = _AUTH_HEADER.match(text, pos)
+    if match is None:
+        return None
+    start = match.end()
+    end = view.next_at(_AUTH_VALUE_STOP, start)
+    scheme = (match.group("scheme") or "").lower()
+    if end == start:
+        if not scheme:
+            return None
+        # Nothing after the scheme word: the word itself is the value (`Authorization:
+        # token`), as a regex backtracking out of the optional scheme would find.
+        start = match.start("scheme")
+        end = view.next_at(_AUTH_VALUE_STOP, start)
+        scheme = ""
+    if scheme in _MULTI_PART_SCHEMES:
+        end = max(end, view.blank_run_start(view.next_at(_LINE_OR_QUOTE, end)))
+    return start, end, scheme
 
 
 def _authorization(view: TextView) -> tuple[str, int]:
     text = view.text
     edits: list[tuple[int, int, str]] = []
     for pos in view.find_all("authorization"):
-        match = _AUTH_HEADER.match(text, pos)
-        if match is not None:
-            scheme = (match.group("scheme") or "").lower()
-            start, end = match.span("value")
-            if scheme in _MULTI_PART_SCHEMES:
-                tail = _TO_LINE_END.match(text, end)
-                end = tail.end() if tail else end
-                while end > start and text[end - 1] in " \t":
-                    end -= 1
-            value = text[start:end]
-            if not is_placeholder(value) and (scheme or looks_random(value)):
+        found = _authorization_value(view, pos)
+        if found is not None:
+            start, end, scheme = found
+            if not is_placeholder_span(view, start, end) and (
+                scheme or looks_random_span(text, start, end)
+            ):
                 replacement = "[MASKED_CREDENTIALS]" if scheme == "basic" else "[MASKED_TOKEN]"
                 edits.append((start, end, replacement))
     for pos in view.find_all("bearer"):
@@ -392,6 +426,168 @@ def _authorization(view: TextView) -> tuple[str, int]:
                 if looks_random(value) and not is_placeholder(value):
                     edits.append((match.start("value"), match.end("value"), "[MASKED_TOKEN]"))
     return edits_result(view, edits)
+
+
+# -- cookies --------------------------------------------------------------------------
+
+# After a key ending in `cookie` (`Cookie:`, `Set-Cookie:`, `"cookie": "`, `--cookie '`):
+# a list of `name=value` pairs separated by `;`. Every value is masked (a session is
+# any of them), names stay, and so do the attributes of `Set-Cookie` (`Path=/`).
+_COOKIE_SEPARATOR = re.compile(r"(?:\\{0,3}[\"'])?[ \t]*[:=][ \t]*(?:\\{0,3}[\"'])?")
+_COOKIE_FLAG_GAP = re.compile(r"[ \t]+(?:\\{0,3}[\"'])?")
+# The ends of a cookie's name (an HTTP token) and of its value (RFC 6265 cookie-octets,
+# also stopping at a JSON escape).
+_COOKIE_NAME_STOP = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
+_COOKIE_VALUE_STOP = re.compile(r"[\s\";,\\]")
+_COOKIE_NEXT = re.compile(r"[ \t]*;[ \t]*")
+_SET_COOKIE_ATTRIBUTES = frozenset(
+    {"path", "domain", "expires", "max-age", "samesite", "priority", "version", "comment"}
+)
+
+
+def _cookie_pairs(view: TextView, pos: int) -> tuple[list[tuple[int, int, int]], int]:
+    """(name start, value start, value end) of each pair of the list at `pos`, and where
+    the list ends."""
+    text = view.text
+    pairs: list[tuple[int, int, int]] = []
+    while True:
+        name_end = view.next_at(_COOKIE_NAME_STOP, pos)
+        if name_end == pos or not text.startswith("=", name_end):
+            return pairs, pos
+        value_end = view.next_at(_COOKIE_VALUE_STOP, name_end + 1)
+        pairs.append((pos, name_end + 1, value_end))
+        gap = _COOKIE_NEXT.match(text, value_end)
+        if gap is None:
+            return pairs, value_end
+        pos = gap.end()
+
+
+def _cookie(view: TextView) -> tuple[str, int]:
+    text = view.text
+    edits: list[tuple[int, int, str]] = []
+    # A key inside a list already read is one of its cookies, not another header.
+    read_to = 0
+    for key_start, key_end, key, norm in keyvalue.keys_around(view, "cookie"):
+        if key_start < read_to or not keyvalue.owns_cookie(key, norm):
+            continue
+        gap = _COOKIE_SEPARATOR.match(text, key_end)
+        if gap is None and key.startswith("--"):
+            gap = _COOKIE_FLAG_GAP.match(text, key_end)
+        if gap is None:
+            continue
+        pairs, read_to = _cookie_pairs(view, gap.end())
+        set_cookie = norm.endswith("setcookie")
+        for index, (name_start, start, end) in enumerate(pairs):
+            if (
+                set_cookie
+                and index
+                and text[name_start : start - 1].lower() in _SET_COOKIE_ATTRIBUTES
+            ):
+                continue
+            if (
+                end > start
+                and not text.startswith(MASK_PREFIX, start)
+                and not is_placeholder_span(view, start, end)
+            ):
+                edits.append((start, end, "[MASKED_COOKIE]"))
+    return edits_result(view, edits)
+
+
+# -- .netrc -----------------------------------------------------------------------------
+
+# `machine HOST login USER [account A] [port P] password SECRET` (or `default login ...`),
+# tokens separated by any whitespace, JSON-escaped line breaks included. The sequence
+# is required, with at least one field before the password, so prose ("the machine
+# learning password is rotated", "default password policy") is no entry.
+_NETRC_GAP = r"(?:[ \t\r\n]|\\[nrt])+"
+_NETRC_TOKEN = r"(?:[^ \t\r\n\x00\\]|\\[^nrt\x00])+"
+_NETRC_FIELDS = (
+    rf"(?:{_NETRC_GAP}(?:login|account|port){_NETRC_GAP}{_NETRC_TOKEN}){{1,3}}"
+    rf"{_NETRC_GAP}password{_NETRC_GAP}"
+)
+_NETRC_MACHINE = rf"machine{_NETRC_GAP}{_NETRC_TOKEN}{_NETRC_FIELDS}"
+_NETRC_DEFAULT = rf"default{_NETRC_FIELDS}"
+_NETRC_PASSWORD = LinearPattern(rf"(?:{_NETRC_MACHINE}|{_NETRC_DEFAULT})(?P<value>{_NETRC_TOKEN})")
+
+
+def _netrc(view: TextView) -> tuple[str, int]:
+    edits = [
+        (start, end, "[MASKED_PASSWORD]")
+        for start, end in _NETRC_PASSWORD.spans(view.text, "value")
+        if not is_placeholder_span(view, start, end)
+    ]
+    return edits_result(view, edits)
+
+
+# -- cloud storage credentials --------------------------------------------------------
+
+# An Azure shared access signature as a connection-string field (the whole token: it
+# grants what its `sp` says until its `se`), and the signature parameter of signed
+# storage URLs: Azure SAS `sig=`, S3 and GCS presigned `X-Amz-Signature=`,
+# `X-Goog-Signature=`. (`AccountKey=` and `SharedAccessKey=` are keys and values,
+# `keyvalue.STORAGE_KEY`.)
+_SAS_KEY = r"sharedaccesssignature\\{0,3}[\"']?[ \t]*[:=]"
+_SAS_TOKEN = LinearPattern(
+    rf"{_SAS_KEY}[ \t]*\\{{0,3}}[\"']?(?P<value>[^;{_SPACE}\"'\\<>\x00]+)", ignore_case=True
+)
+_SIGNATURE_CHAR = rf"[^&#;{_SPACE}\"'\\<>\x00]"
+_URL_SIGNATURE = LinearPattern(
+    rf"[?&;](?:sig|x-amz-signature|x-goog-signature)=(?P<value>{_SIGNATURE_CHAR}{{16,}})",
+    ignore_case=True,
+)
+
+
+def _storage_credentials(view: TextView) -> tuple[str, int]:
+    text = view.text
+    edits = keyvalue.find_values(view, keyvalue.STORAGE_KEY)
+    edits.extend((s, e, "[MASKED_SAS_TOKEN]") for s, e in _SAS_TOKEN.spans(text, "value"))
+    edits.extend((s, e, "[MASKED_SIGNATURE]") for s, e in _URL_SIGNATURE.spans(text, "value"))
+    edits = [
+        edit
+        for edit in edits
+        if not text.startswith(MASK_PREFIX, edit[0])
+        and not is_placeholder_span(view, edit[0], edit[1])
+    ]
+    return edits_result(view, edits)
+
+
+# -- container registry credentials ---------------------------------------------------
+
+# Inside the `auths` object of a Docker config, an `auth` value is a credential whatever
+# it decodes to (a token, not only `user:password`). The object ends where its braces
+# balance (braces in strings are not told apart: registries and credentials hold none,
+# and an object read too far only masks more `auth` values).
+_AUTHS_OBJECT = re.compile(r"auths\\{0,3}[\"'][ \t]*:[ \t]*\{")
+_BRACE = re.compile(r"[{}]")
+_REGISTRY_AUTH = re.compile(
+    r"(?<=[\"'])auth\\{0,3}[\"'][ \t]*:[ \t]*\\{0,3}[\"'](?P<value>[^\"'\\\s]+)"
+)
+
+
+def _object_end(text: str, start: int) -> int:
+    """Where the object whose `{` is at `start` closes (exclusive), or the text's end."""
+    depth = 0
+    for brace in _BRACE.finditer(text, start):
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return brace.end()
+    return len(text)
+
+
+def _registry_auths(view: TextView) -> list[tuple[int, int, str]]:
+    text = view.text
+    edits: list[tuple[int, int, str]] = []
+    read_to = 0
+    for pos in view.find_all("auths"):
+        if pos < read_to:
+            continue  # inside an `auths` object already read
+        match = _AUTHS_OBJECT.match(text, pos)
+        if match is None:
+            continue
+        read_to = _object_end(text, match.end() - 1)
+        for auth in _REGISTRY_AUTH.finditer(text, match.end(), read_to):
+            edits.append((auth.start("value"), auth.end("value"), "[MASKED_CREDENTIALS]"))
+    return edits
 
 
 # -- credentials in URLs --------------------------------------------------------------
@@ -562,6 +758,13 @@ BUILTIN: tuple[Detector, ...] = (
         _authorization,
     ),
     Detector(
+        "cookie",
+        SECRETS,
+        "[MASKED_COOKIE]",
+        (_key_anchor("cookie"),),
+        _cookie,
+    ),
+    Detector(
         "token",
         SECRETS,
         keyvalue.TOKEN.replacement,
@@ -576,6 +779,30 @@ BUILTIN: tuple[Detector, ...] = (
         keyvalue.API_KEY.replacement,
         tuple(_key_anchor(k) for k in keyvalue.API_KEY.keywords),
         _keyvalue_detector(keyvalue.API_KEY),
+    ),
+    Detector(
+        "storage_credentials",
+        SECRETS,
+        "[MASKED_ACCOUNT_KEY]",
+        (
+            *(_key_anchor(k) for k in keyvalue.STORAGE_KEY.keywords),
+            Anchor("sharedaccesssignature", pattern=_SAS_KEY),
+            Anchor("sig=", pattern=rf"[?&;]sig={_SIGNATURE_CHAR}{{16}}"),
+            Anchor(
+                "-signature=", pattern=rf"[?&;]x-(?:amz|goog)-signature={_SIGNATURE_CHAR}{{16}}"
+            ),
+        ),
+        _storage_credentials,
+    ),
+    Detector(
+        "netrc",
+        SECRETS,
+        "[MASKED_PASSWORD]",
+        (
+            Anchor("machine", caseless=False, pattern=rf"{_NETRC_MACHINE}{_NETRC_TOKEN}"),
+            Anchor("default", caseless=False, pattern=rf"{_NETRC_DEFAULT}{_NETRC_TOKEN}"),
+        ),
+        _netrc,
     ),
     Detector(
         "password",
@@ -595,7 +822,7 @@ BUILTIN: tuple[Detector, ...] = (
         "url_credentials",
         SECRETS,
         "[MASKED_PASSWORD]",
-        (Anchor("://", pattern=r"://[^\s/?#\"'<>\\\x00]*@"),),
+        (Anchor("://", pattern=rf"://[^{_SPACE}/?#\"'<>\\\x00]*@"),),
         _url_credentials,
     ),
     Detector("email", PII, "[MASKED_EMAIL]", (Anchor("@"),), _email),

@@ -19,10 +19,17 @@ DATA_KEYS = ("data", "stringData")
 _YAML_KIND = re.compile(r"kind:[ \t]*[\"']?Secret[\"']?[ \t]*(?:#.*)?$")
 _YAML_KIND_ANYWHERE = re.compile(r"kind:[ \t]*[\"']?Secret\b")
 _JSON_KIND = re.compile(r"kind\\*\"[ \t]*:[ \t]*\\*\"Secret\\*\"")
+# A key never holds `:`, so it runs to the first colon of its line (less the blanks
+# before it). Possessive repeats: nothing is read twice, whatever the line repeats
+# (a lazy key followed by `[ \t]*:` read a long run of blanks once per blank).
 _YAML_KEY = re.compile(
-    r"(?P<indent>[ \t]*)(?P<item>-[ \t]+)?(?P<key>[^\s:#][^:]*?)[ \t]*:(?:[ \t]+|$)"
+    r"(?P<indent>[ \t]*+)(?P<item>-[ \t]++)?(?P<key>[^\s:#][^:]*+):(?:[ \t]++|$)"
 )
-_FLOW_VALUE = re.compile(r"(?P<key>[^{},:\s]+)[ \t]*:[ \t]*(?P<value>\"[^\"]*\"|'[^']*'|[^,}\s]+)")
+_FLOW_KEY_CHAR = re.compile(r"[^{},:\s]")
+_FLOW_KEY_END = re.compile(r"[{},:\s]")
+_FLOW_VALUE = re.compile(
+    r"(?P<key>[^{},:\s]++)[ \t]*+:[ \t]*+(?P<value>\"[^\"]*\"|'[^']*'|[^,}\s]+)"
+)
 
 
 def mask(text: str) -> tuple[str, int]:
@@ -51,17 +58,20 @@ class _Line:
     item: bool  # starts a list item (`- key: value`)
     key: str | None
     value_start: int  # where the value after `key:` starts (== end when none)
-    blank: bool
     document_break: bool = False
 
 
 def _parse_lines(text: str) -> list[_Line]:
+    """The lines that are not blank: blank lines never end a mapping or a value, and
+    leaving them out keeps every walk below proportional to the lines that matter."""
     parsed: list[_Line] = []
     for start, end in lines(text):
         match = _YAML_KEY.match(text, start, end)
-        content = text[start:end]
         if match is None:
+            content = text[start:end]
             stripped = content.lstrip(" \t")
+            if not stripped.strip():
+                continue
             indent = len(content) - len(stripped)
             if stripped.startswith("- "):
                 indent += 2
@@ -73,33 +83,30 @@ def _parse_lines(text: str) -> list[_Line]:
                     False,
                     None,
                     end,
-                    not stripped.strip(),
                     document_break=stripped.rstrip() in ("---", "..."),
                 )
             )
             continue
         indent = len(match.group("indent")) + len(match.group("item") or "")
-        parsed.append(
-            _Line(
-                start,
-                end,
-                indent,
-                bool(match.group("item")),
-                match.group("key"),
-                match.end(),
-                False,
-            )
-        )
+        key = match.group("key").rstrip(" \t")
+        parsed.append(_Line(start, end, indent, bool(match.group("item")), key, match.end()))
     return parsed
 
 
 def _yaml_edits(text: str) -> list[tuple[int, int, str]]:
     parsed = _parse_lines(text)
     edits: list[tuple[int, int, str]] = []
+    # By indent: the last mapping looked at. Another `kind: Secret` in it (a repeated
+    # key) would find the same values again: mappings are looked at once each.
+    seen: dict[int, tuple[int, int]] = {}
     for index, line in enumerate(parsed):
         if line.key != "kind" or not _YAML_KIND.match(text, _kind_pos(text, line), line.end):
             continue
+        previous = seen.get(line.indent)
+        if previous is not None and previous[0] <= index <= previous[1] and not line.item:
+            continue
         first, last = _mapping_bounds(parsed, index)
+        seen[line.indent] = (first, last)
         for pos in range(first, last + 1):
             entry = parsed[pos]
             if entry.indent == line.indent and entry.key in DATA_KEYS:
@@ -119,9 +126,6 @@ def _mapping_bounds(parsed: list[_Line], index: int) -> tuple[int, int]:
         pos = index - 1
         while pos >= 0:
             line = parsed[pos]
-            if line.blank:
-                pos -= 1
-                continue
             if line.indent < col or line.document_break:
                 break
             if line.indent == col and line.item:
@@ -133,9 +137,6 @@ def _mapping_bounds(parsed: list[_Line], index: int) -> tuple[int, int]:
     pos = index + 1
     while pos < len(parsed):
         line = parsed[pos]
-        if line.blank:
-            pos += 1
-            continue
         if line.indent < col or (line.indent == col and line.item) or line.document_break:
             break
         last = pos
@@ -153,9 +154,6 @@ def _data_values(text: str, parsed: list[_Line], pos: int, last: int) -> list[tu
     index = pos + 1
     while index <= last:
         line = parsed[index]
-        if line.blank:
-            index += 1
-            continue
         if line.indent <= head.indent:
             break
         if child_indent is None:
@@ -164,9 +162,8 @@ def _data_values(text: str, parsed: list[_Line], pos: int, last: int) -> list[tu
             # The value, plus any deeper continuation lines (block scalars, folded text).
             end = line.end
             follow = index + 1
-            while follow <= last and (parsed[follow].blank or parsed[follow].indent > child_indent):
-                if not parsed[follow].blank:
-                    end = parsed[follow].end
+            while follow <= last and parsed[follow].indent > child_indent:
+                end = parsed[follow].end
                 follow += 1
             start = line.value_start
             value = text[start:end].strip()
@@ -179,8 +176,23 @@ def _data_values(text: str, parsed: list[_Line], pos: int, last: int) -> list[tu
 
 
 def _flow_values(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
+    """The values of a flow mapping (`data: {a: x, b: "y"}`) between `start` and `end`.
+
+    Every start within a run of key characters fails where the run's first one fails
+    (the key must reach the run's end to meet its colon), so a failed run is skipped
+    whole rather than retried from each of its characters as `finditer` would.
+    """
     edits = []
-    for match in _FLOW_VALUE.finditer(text, start, end):
+    pos = start
+    while pos < end:
+        key = _FLOW_KEY_CHAR.search(text, pos, end)
+        if key is None:
+            break
+        match = _FLOW_VALUE.match(text, key.start(), end)
+        if match is None:
+            run_end = _FLOW_KEY_END.search(text, key.start(), end)
+            pos = run_end.start() if run_end else end
+            continue
         value = match.group("value")
         if value.startswith(('"', "'")):
             vstart, vend = match.start("value") + 1, match.end("value") - 1
@@ -188,12 +200,20 @@ def _flow_values(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
             vstart, vend = match.start("value"), match.end("value")
         if vend > vstart and not text.startswith(MASK_PREFIX, vstart):
             edits.append((vstart, vend, REPLACEMENT))
+        pos = match.end()
     return edits
 
 
 # -- JSON -------------------------------------------------------------------------
 
-_JSON_TOKEN = re.compile(r'"(?P<s>(?:[^"\\\n]|\\[^\n])*)"(?P<colon>[ \t\r\n]*:)?|(?P<p>[{}\[\],])')
+# A string, or punctuation. A string not closed on its line matches too (without
+# `close`): every later quote of that line is escaped, so no string can start there
+# either, and the scan moves on at once rather than reading the rest of the line again
+# from each escaped quote; only its punctuation counts (`_PUNCTUATION`), as before.
+_JSON_TOKEN = re.compile(
+    r'"(?P<s>(?:[^"\\\n]|\\[^\n])*+)(?:(?P<close>")(?P<colon>[ \t\r\n]*+:)?)?|(?P<p>[{}\[\],])'
+)
+_PUNCTUATION = re.compile(r"[{}\[\],]")
 
 
 @dataclass(slots=True)
@@ -212,28 +232,9 @@ def _json_edits(text: str) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int]] = []
     nested: list[tuple[int, int, str]] = []
     stack: list[_Frame] = []
-    for match in _JSON_TOKEN.finditer(text):
-        punct = match.group("p")
-        if punct is None:
-            content_start, content_end = match.span("s")
-            if match.group("colon") is not None:
-                if stack and stack[-1].is_object:
-                    stack[-1].key = match.group("s")
-                continue
-            if not stack:
-                continue
-            top = stack[-1]
-            if top.is_object:
-                if top.key == "kind":
-                    top.kind = match.group("s")
-                elif top.parent_key in DATA_KEYS:
-                    top.values.append((content_start, content_end))
-            content = match.group("s")
-            if "Secret" in content and "kind" in content:
-                replaced = _mask_escaped(content)
-                if replaced is not None:
-                    nested.append((content_start, content_end, replaced))
-        elif punct in "{[":
+
+    def punctuation(punct: str) -> None:
+        if punct in "{[":
             parent_key = stack[-1].key if stack and stack[-1].is_object else None
             stack.append(_Frame(is_object=punct == "{", parent_key=parent_key))
         elif punct == ",":
@@ -241,6 +242,34 @@ def _json_edits(text: str) -> list[tuple[int, int, str]]:
                 stack[-1].key = None
         elif stack:
             _close(stack, spans)
+
+    for match in _JSON_TOKEN.finditer(text):
+        punct = match.group("p")
+        if punct is not None:
+            punctuation(punct)
+            continue
+        if match.group("close") is None:
+            for inner in _PUNCTUATION.finditer(text, match.start() + 1, match.end()):
+                punctuation(inner.group())
+            continue
+        content_start, content_end = match.span("s")
+        if match.group("colon") is not None:
+            if stack and stack[-1].is_object:
+                stack[-1].key = match.group("s")
+            continue
+        if not stack:
+            continue
+        top = stack[-1]
+        if top.is_object:
+            if top.key == "kind":
+                top.kind = match.group("s")
+            elif top.parent_key in DATA_KEYS:
+                top.values.append((content_start, content_end))
+        content = match.group("s")
+        if "Secret" in content and "kind" in content:
+            replaced = _mask_escaped(content)
+            if replaced is not None:
+                nested.append((content_start, content_end, replaced))
     while stack:  # output cut off mid-manifest: still mask what belongs to a Secret
         _close(stack, spans)
     edits = [(s, e, REPLACEMENT) for s, e in spans if e > s and not text.startswith(MASK_PREFIX, s)]

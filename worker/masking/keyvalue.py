@@ -17,18 +17,18 @@ from worker.masking.text import (
     KEY_CHARS,
     MASK_PREFIX,
     TextView,
-    is_placeholder,
-    line_end,
-    line_start,
+    is_placeholder_span,
 )
 
 # `:` after an unquoted key only counts when the key starts its line (YAML, headers,
 # `key: value` logs) or follows an opening brace or separator, so prose such as
 # "failed to validate token: signature is invalid" is left alone.
 _LINE_PREFIX_OK = frozenset(" \t-*>#|+")
-_AFTER_OK = ("{", ",", ";", "(", "[")
-_CURL_HEADER = re.compile(r"(?:^|\s)(?:-H|--header)\s+\\{0,3}['\"]?$")
-_EXPORT = re.compile(r"(?:^|\s)(?:export|set|setx|ENV)\s+$")
+_AFTER_OK = frozenset("{,;([")
+# What may stand before a header key in a curl argument (`-H 'X-API-Key: v'`) or before
+# an assigned variable (`export DB_PASSWORD=x`), each after the line start or a space.
+_CURL_HEADER_FLAGS = ("-H", "--header")
+_EXPORT_WORDS = ("export", "set", "setx", "ENV")
 
 _SEPARATOR = re.compile(
     r"(?P<kq>\\{0,3}[\"'])?[ \t]*(?P<op>:=|=>|==|[:=])[ \t]*(?P<vq>\\{0,3}[\"'])?"
@@ -41,8 +41,9 @@ _VALUE_AFTER = re.compile(
     re.IGNORECASE,
 )
 _DQ_VALUE = re.compile(r'(?:[^"\\\n]|\\[^\n])*')
+# Where values stop, one character (or escape) each: `TextView.next_at` patterns.
 _UNQUOTED_STOP = re.compile(r"[\s&\"'`;,)\]}<>]|\\[nrt\"]")
-_YAML_COMMENT = re.compile(r"[ \t]+#")
+_BLANK_HASH = re.compile(r"[ \t]#")  # a YAML comment starts at the blanks before `#`
 
 Classifier = Callable[[str, str], bool]
 
@@ -60,48 +61,87 @@ class KeyValueRule:
     replacement: str
 
 
-def _quoted_end(text: str, start: int, quote: str) -> int:
+# Each helper below reads only around one key: between the key and the next place its
+# value can stop, or back to where its line starts. What reaches further (a line's end,
+# the blanks before it) is asked of the view, which remembers it, so a line holding
+# thousands of keys costs its length, not its length per key.
+
+
+def _quoted_end(view: TextView, start: int, quote: str) -> int:
     """End (exclusive) of a quoted value starting at `start`; the line's end if unclosed.
 
     `quote` is the opening quote as written: `"`, `'`, or an escaped `\\"` inside JSON.
     """
+    text = view.text
+    stop = view.line_end(start)
     if quote == '"':
+        # Stops at the first unescaped `"`: the opening quote of the next key's value
+        # at the latest, so the values of several keys are never read twice.
         match = _DQ_VALUE.match(text, start)
         end = match.end() if match else start
-        return end if text.startswith('"', end) else line_end(text, start)
-    end = text.find(quote, start)
-    stop = line_end(text, start)
-    return end if 0 <= end <= stop else stop
+        return end if text.startswith('"', end) else stop
+    end = text.find(quote, start, stop)
+    return end if end >= 0 else stop
 
 
-def _unquoted_end(text: str, start: int) -> int:
-    match = _UNQUOTED_STOP.search(text, start)
-    return match.start() if match else len(text)
+def _at_line_start(text: str, pos: int) -> bool:
+    """Whether `pos` starts a line (a JSON-escaped `\\n` breaks lines too)."""
+    return pos == 0 or text[pos - 1] == "\n" or (pos >= 2 and text.startswith("\\n", pos - 2))
+
+
+def _space_before(text: str, pos: int) -> int:
+    """Where the whitespace ending at `pos` starts, within its line."""
+    while pos > 0 and text[pos - 1].isspace() and text[pos - 1] != "\n":
+        pos -= 1
+    return pos
+
+
+def _word_before(text: str, pos: int, words: tuple[str, ...]) -> bool:
+    """Whether one of `words` ends at `pos`, starting its line or after whitespace."""
+    for word in words:
+        start = pos - len(word)
+        if (
+            start >= 0
+            and text.startswith(word, start)
+            and (_at_line_start(text, start) or text[start - 1].isspace())
+        ):
+            return True
+    return False
 
 
 def _key_position_ok(text: str, key_start: int) -> bool:
-    prefix = text[line_start(text, key_start) : key_start]
-    if all(c in _LINE_PREFIX_OK for c in prefix):
+    """Whether an unquoted key followed by `:` is a mapping key, judged by what stands
+    before it on its line, read backwards from the key (never the whole line)."""
+    i = key_start
+    while i > 0 and text[i - 1] in _LINE_PREFIX_OK:
+        i -= 1
+    if _at_line_start(text, i):
+        return True  # only list markers, quotes of Markdown, indentation before it
+    gap = _space_before(text, key_start)
+    if gap > 0 and text[gap - 1] in _AFTER_OK:
         return True
-    stripped = prefix.rstrip()
-    if stripped.endswith(_AFTER_OK):
+    if gap < key_start and _word_before(text, gap, _EXPORT_WORDS):
         return True
-    return bool(_CURL_HEADER.search(prefix) or _EXPORT.search(prefix))
+    # A curl header: `-H 'X-API-Key: v'`, the quote maybe escaped up to three times.
+    i = key_start - 1 if key_start > 0 and text[key_start - 1] in "'\"" else key_start
+    floor = max(0, i - 3)
+    while i > floor and text[i - 1] == "\\":
+        i -= 1
+    gap = _space_before(text, i)
+    return gap < i and _word_before(text, gap, _CURL_HEADER_FLAGS)
 
 
-def _value_span(text: str, start: int, quote: str | None, yaml_like: bool) -> tuple[int, int]:
+def _value_span(view: TextView, start: int, quote: str | None, yaml_like: bool) -> tuple[int, int]:
     if quote:
-        return start, _quoted_end(text, start, quote)
+        return start, _quoted_end(view, start, quote)
     if yaml_like:
         # `password: two words` in YAML is one value: the rest of the line less a comment.
-        end = line_end(text, start)
-        comment = _YAML_COMMENT.search(text, start, end)
-        if comment:
-            end = comment.start()
-        while end > start and text[end - 1] in " \t":
-            end -= 1
-        return start, end
-    return start, _unquoted_end(text, start)
+        end = view.line_end(start)
+        comment = view.next_at(_BLANK_HASH, start)
+        if comment < end:
+            end = comment
+        return start, max(start, view.blank_run_start(end))
+    return start, view.next_at(_UNQUOTED_STOP, start)
 
 
 def keys_around(view: TextView, keyword: str) -> list[tuple[int, int, str, str]]:
@@ -142,16 +182,18 @@ def find_values(view: TextView, rule: KeyValueRule) -> list[tuple[int, int, str]
             if key_start in seen_keys or not rule.owns(key, norm):
                 continue
             seen_keys.add(key_start)
-            span = _value_after_key(text, key_start, key_end, key)
+            span = _value_after_key(view, key_start, key_end, key)
             if span is None:
-                span = _env_pair_value(text, key_start, key_end)
+                span = _env_pair_value(view, key_start, key_end)
             if span is None:
                 continue
             start, end = span
-            value = text[start:end]
-            if end <= start or is_placeholder(value) or value.startswith(MASK_PREFIX):
+            # The value is judged by its edges, never copied: it may hold the next keys.
+            if end <= start or text.startswith(MASK_PREFIX, start):
                 continue
-            if _is_variable_named_like(key, value, rule):
+            if is_placeholder_span(view, start, end):
+                continue
+            if _is_variable_named_like(text, key, start, end, rule):
                 continue
             edits.append((start, end, rule.replacement))
     return edits
@@ -160,17 +202,26 @@ def find_values(view: TextView, rule: KeyValueRule) -> list[tuple[int, int, str]
 _IDENTIFIER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
-def _is_variable_named_like(key: str, value: str, rule: KeyValueRule) -> bool:
+def _is_variable_named_like(text: str, key: str, start: int, end: int, rule: KeyValueRule) -> bool:
     """`password=password`, `password=self.db_password`: code passing a variable."""
-    if value.lower() == key.lstrip("-").lower():
+    bare = key.lstrip("-")
+    # (Lower-casing keeps the length of anything that can equal an ASCII key.)
+    if end - start == len(bare) and text[start:end].lower() == bare.lower():
         return True
-    if "." not in value or not _IDENTIFIER_PATH.fullmatch(value):
+    path = _IDENTIFIER_PATH.match(text, start, end)
+    if path is None or path.end() != end:
         return False
-    name = value.rsplit(".", 1)[-1]
+    dot = text.rfind(".", start, end)
+    if dot < 0:
+        return False
+    name = text[dot + 1 : end]
     return rule.owns(name, normalise_key(name))
 
 
-def _value_after_key(text: str, key_start: int, key_end: int, key: str) -> tuple[int, int] | None:
+def _value_after_key(
+    view: TextView, key_start: int, key_end: int, key: str
+) -> tuple[int, int] | None:
+    text = view.text
     sep = _SEPARATOR.match(text, key_end)
     if sep is not None:
         key_quote = sep.group("kq")
@@ -194,22 +245,23 @@ def _value_after_key(text: str, key_start: int, key_end: int, key: str) -> tuple
         if outer in ("'", '"') and not sep.group("vq"):
             # A header inside a quoted argument (`-H 'X-API-Key: v'`) ends with the quote.
             start = sep.end()
-            end = text.find(outer, start, line_end(text, start))
+            end = text.find(outer, start, view.line_end(start))
             if end >= 0:
                 return start, end
-        return _value_span(text, sep.end(), sep.group("vq"), yaml_like)
+        return _value_span(view, sep.end(), sep.group("vq"), yaml_like)
     if key.startswith("--"):
         gap = _ARG_GAP.match(text, key_end)
         if gap is None or text.startswith("-", gap.end()):
             return None
         quote = text[gap.end()] if gap.end() < len(text) and text[gap.end()] in "\"'" else None
         start = gap.end() + (1 if quote else 0)
-        return _value_span(text, start, quote, yaml_like=False)
+        return _value_span(view, start, quote, yaml_like=False)
     return None
 
 
-def _env_pair_value(text: str, key_start: int, key_end: int) -> tuple[int, int] | None:
+def _env_pair_value(view: TextView, key_start: int, key_end: int) -> tuple[int, int] | None:
     """The value of `- name: DB_PASSWORD` / `value: x` (YAML or JSON env entries)."""
+    text = view.text
     if not _NAME_BEFORE.search(text, max(0, key_start - 24), key_start):
         return None
     after = _VALUE_AFTER.match(text, key_end)
@@ -217,7 +269,7 @@ def _env_pair_value(text: str, key_start: int, key_end: int) -> tuple[int, int] 
         return None
     quote = after.group("vq")
     yaml_like = not quote
-    return _value_span(text, after.end(), quote, yaml_like)
+    return _value_span(view, after.end(), quote, yaml_like)
 
 
 # -- which keys each detector owns --------------------------------------------------
@@ -255,8 +307,23 @@ def owns_private_key(key: str, norm: str) -> bool:
     return norm.endswith("privatekey")
 
 
+def owns_storage_key(key: str, norm: str) -> bool:
+    # Azure Storage and Service Bus connection strings (`AccountKey=`,
+    # `SharedAccessKey=`); `SharedAccessKeyName` names the key and stays.
+    return norm.endswith(("accountkey", "sharedaccesskey"))
+
+
+def owns_cookie(key: str, norm: str) -> bool:
+    return norm.endswith("cookie")
+
+
 PASSWORD = KeyValueRule(("pass", "pwd"), owns_password, "[MASKED_PASSWORD]")
 SECRET = KeyValueRule(("secret",), owns_secret, "[MASKED_SECRET]")
 AWS_SECRET = KeyValueRule(("secret",), owns_aws_secret, "[MASKED_AWS_SECRET_ACCESS_KEY]")
 TOKEN = KeyValueRule(("token",), owns_token, "[MASKED_TOKEN]")
 API_KEY = KeyValueRule(("api_key", "apikey", "api-key"), owns_api_key, "[MASKED_API_KEY]")
+STORAGE_KEY = KeyValueRule(
+    ("accountkey", "account_key", "account-key", "sharedaccesskey"),
+    owns_storage_key,
+    "[MASKED_ACCOUNT_KEY]",
+)

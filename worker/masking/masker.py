@@ -37,9 +37,11 @@ from worker.masking.keyvalue import (
     normalise_key,
     owns_api_key,
     owns_aws_secret,
+    owns_cookie,
     owns_password,
     owns_private_key,
     owns_secret,
+    owns_storage_key,
     owns_token,
 )
 from worker.masking.prefilter import Hits
@@ -61,6 +63,8 @@ _KEY_RULES = (
     ("api_key", owns_api_key, "[MASKED_API_KEY]"),
     ("token", owns_token, "[MASKED_TOKEN]"),
     ("private_key", owns_private_key, "[MASKED_PRIVATE_KEY]"),
+    ("cookie", owns_cookie, "[MASKED_COOKIE]"),
+    ("storage_credentials", owns_storage_key, "[MASKED_ACCOUNT_KEY]"),
 )
 _KEY_SHAPE = re.compile(r"[A-Za-z0-9_.-]+")
 # Which rule owns a key depends on the key alone: remembered per Masker, since
@@ -80,8 +84,7 @@ def custom_detector(pattern: CustomPattern) -> Detector:
 
     def apply(view: TextView) -> tuple[str, int]:
         edits = []
-        for match in compiled.finditer(view.text):
-            start, end = match.span(group)
+        for start, end in compiled.spans(view.text, group):
             if end > start and not view.text.startswith(MASK_PREFIX, start):
                 edits.append((start, end, replacement))
         return edits_result(view, edits)
@@ -317,6 +320,8 @@ class Masker:
             new: Any
             if is_secret and key in ("data", "stringData") and isinstance(item, dict):
                 new = self._mask_secret_data(item, counts)
+            elif key == "auths" and isinstance(item, dict) and "docker_auth" in self._enabled_names:
+                new = self._mask_registry_auths(item, counts, f"{where}.{key}", hits_of)
             elif isinstance(item, str) and isinstance(key, str):
                 by_key = self._credential_by_key(key, item)
                 if by_key is not None:
@@ -343,6 +348,32 @@ class Masker:
         if hits is not None and not hits and not self._always:
             return text  # no anchor, and no detector runs without one
         return self._guarded(text, hits, counts, where)
+
+    def _mask_registry_auths(
+        self,
+        auths: dict[Any, Any],
+        counts: Counter[str],
+        where: str,
+        hits_of: dict[int, Hits] | None,
+    ) -> dict[Any, Any]:
+        """The `auths` of a Docker config: each registry's `auth` is a credential
+        whatever it decodes to; the rest of an entry is masked as any value."""
+        result: dict[Any, Any] | None = None
+        for registry, entry in auths.items():
+            new = entry
+            if isinstance(entry, dict):
+                auth = entry.get("auth")
+                if isinstance(auth, str) and not _not_a_credential(auth):
+                    counts["docker_auth"] += 1
+                    new = {**entry, "auth": "[MASKED_CREDENTIALS]"}
+                new = self.mask_data(new, counts, f"{where}.{registry}", hits_of)
+            else:
+                new = self.mask_data(entry, counts, f"{where}.{registry}", hits_of)
+            if new is not entry:
+                if result is None:
+                    result = dict(auths)
+                result[registry] = new
+        return auths if result is None else result
 
     def _mask_secret_data(self, data: dict[Any, Any], counts: Counter[str]) -> dict[Any, Any]:
         result: dict[Any, Any] = {}

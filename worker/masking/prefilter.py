@@ -11,7 +11,6 @@ answers, several times slower (see bench/bench_masking.py).
 All engines fold ASCII case only, so they agree on every input; tests check it.
 """
 
-import re
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
@@ -22,6 +21,7 @@ import structlog
 
 from worker.masking import libhs
 from worker.masking.detectors import Anchor
+from worker.masking.linear_regex import LinearPattern
 
 # Per text: anchor id -> start positions of its occurrences, or None when the engine
 # only knows that it occurs.
@@ -66,9 +66,10 @@ class PythonPrefilter:
     def __init__(self, anchors: Sequence[Anchor]) -> None:
         self._caseless = [(i, a.literal.lower()) for i, a in enumerate(anchors) if a.caseless]
         self._exact = [(i, a.literal) for i, a in enumerate(anchors) if not a.caseless]
-        # ASCII-only case folding and classes, as Hyperscan without its UCP flag.
+        # RE2, not `re`: a search for a pattern such as `token[key]*[:=]` retries from
+        # every `token` in a long run of key characters, quadratic with `re`.
         self._patterns = {
-            i: re.compile(a.pattern, (re.IGNORECASE if a.caseless else 0) | re.ASCII)
+            i: LinearPattern(a.pattern, ignore_case=a.caseless)
             for i, a in enumerate(anchors)
             if a.pattern is not None
         }

@@ -58,11 +58,43 @@ def is_placeholder(value: str) -> bool:
     return stripped.lower() in _PLACEHOLDER_WORDS
 
 
+_NOT_FILLER = re.compile(r"[^*xX•.\-_#?]")
+_LONGEST_PLACEHOLDER_WORD = max(map(len, _PLACEHOLDER_WORDS))
+
+
+def is_placeholder_span(view: "TextView", start: int, end: int) -> bool:
+    """`is_placeholder(view.text[start:end])`, without copying the value: a value may
+    run to the end of a long line, past many other keys, and each of their values is
+    decided by reading only its start (up to the next keyword at most) and the
+    whitespace before its end (remembered by the view)."""
+    text = view.text
+    while start < end and text[start].isspace():
+        start += 1
+    end = max(start, view.space_run_start(end))
+    if start == end:
+        return True
+    if text.startswith(_REFERENCE_STARTS, start, end) or text[start] in "{[(":
+        return True
+    if _NOT_FILLER.search(text, start, end) is None or _SIZE_ONLY.fullmatch(text, start, end):
+        return True
+    return (
+        end - start <= _LONGEST_PLACEHOLDER_WORD and text[start:end].lower() in _PLACEHOLDER_WORDS
+    )
+
+
 def looks_random(value: str) -> bool:
     """A token-shaped value: long, or carrying a digit. Excludes plain English words."""
     if len(value) < 8:
         return False
     return len(value) >= 20 or any(c.isdigit() for c in value)
+
+
+def looks_random_span(text: str, start: int, end: int) -> bool:
+    """`looks_random(text[start:end])`, copying only a short value."""
+    length = end - start
+    if length < 8:
+        return False
+    return length >= 20 or any(c.isdigit() for c in text[start:end])
 
 
 def splice(text: str, edits: list[tuple[int, int, str]]) -> str:
@@ -122,14 +154,31 @@ class TextView:
     `known` maps a lower-case literal to its start positions in the text (ASCII case
     ignored), as the prefilter found them; other literals are searched on demand in an
     ASCII-lowered copy, and remembered.
+
+    The detectors ask about the surroundings of each occurrence of their keyword (where
+    its line ends, where the value after it stops). A text may repeat a keyword
+    thousands of times on one line, so the answers that reach far are remembered
+    (`next_at`, `blank_run_start`): the text is read once, not once per occurrence.
     """
 
-    __slots__ = ("_lowered", "_positions", "cache", "text")
+    __slots__ = (
+        "_blank_runs",
+        "_lowered",
+        "_next",
+        "_positions",
+        "_space_runs",
+        "cache",
+        "text",
+    )
 
     def __init__(self, text: str, known: Mapping[str, list[int]] | None = None) -> None:
         self.text = text
         self._positions: dict[str, list[int]] = dict(known) if known else {}
         self._lowered: str | None = None
+        # Per pattern: (from, to), the first match at or after `from` starts at `to`.
+        self._next: dict[re.Pattern[str], tuple[int, int]] = {}
+        self._blank_runs: dict[int, int] = {}
+        self._space_runs: dict[int, int] = {}
         # Results several detectors need, computed by the first (e.g. keys by keyword).
         self.cache: dict[str, object] = {}
 
@@ -154,3 +203,46 @@ class TextView:
                 pos = lowered.find(literal, pos + 1)
             self._positions[literal] = found
         return found
+
+    def next_at(self, pattern: re.Pattern[str], pos: int) -> int:
+        """Where the first match of `pattern` at or after `pos` starts (the text's
+        length when there is none).
+
+        `pattern` must decide a match at each position in constant time (a character,
+        a short literal). The last answer per pattern is remembered: from any position
+        between that question and its answer the answer is the same, so asking for
+        each occurrence of a keyword along a long line reads the line once.
+        """
+        memo = self._next.get(pattern)
+        if memo is not None and memo[0] <= pos <= memo[1]:
+            return memo[1]
+        match = pattern.search(self.text, pos)
+        found = match.start() if match else len(self.text)
+        self._next[pattern] = (pos, found)
+        return found
+
+    def line_end(self, pos: int) -> int:
+        """End of the line holding `pos` (exclusive), as `line_end` sees lines."""
+        return self.next_at(_LINE_BREAK, pos)
+
+    def blank_run_start(self, end: int) -> int:
+        """Where the run of spaces and tabs that ends at `end` starts."""
+        start = self._blank_runs.get(end)
+        if start is None:
+            text = self.text
+            start = end
+            while start > 0 and text[start - 1] in " \t":
+                start -= 1
+            self._blank_runs[end] = start
+        return start
+
+    def space_run_start(self, end: int) -> int:
+        """Where the run of whitespace (`str.isspace`) that ends at `end` starts."""
+        start = self._space_runs.get(end)
+        if start is None:
+            text = self.text
+            start = end
+            while start > 0 and text[start - 1].isspace():
+                start -= 1
+            self._space_runs[end] = start
+        return start
