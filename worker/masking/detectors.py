@@ -436,9 +436,9 @@ def _authorization(view: TextView) -> tuple[str, int]:
 _COOKIE_SEPARATOR = re.compile(r"(?:\\{0,3}[\"'])?[ \t]*[:=][ \t]*(?:\\{0,3}[\"'])?")
 _COOKIE_FLAG_GAP = re.compile(r"[ \t]+(?:\\{0,3}[\"'])?")
 # The ends of a cookie's name (an HTTP token) and of its value (RFC 6265 cookie-octets,
-# also stopping at a JSON escape).
+# also stopping at a JSON escape and at a `'`, which ends a quoted shell argument).
 _COOKIE_NAME_STOP = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
-_COOKIE_VALUE_STOP = re.compile(r"[\s\";,\\]")
+_COOKIE_VALUE_STOP = re.compile(r"[\s\"';,\\]")
 _COOKIE_NEXT = re.compile(r"[ \t]*;[ \t]*")
 _SET_COOKIE_ATTRIBUTES = frozenset(
     {"path", "domain", "expires", "max-age", "samesite", "priority", "version", "comment"}
@@ -499,7 +499,8 @@ def _cookie(view: TextView) -> tuple[str, int]:
 # tokens separated by any whitespace, JSON-escaped line breaks included. The sequence
 # is required, with at least one field before the password, so prose ("the machine
 # learning password is rotated", "default password policy") is no entry.
-_NETRC_GAP = r"(?:[ \t\r\n]|\\[nrt])+"
+_NETRC_SPACE = r"(?:[ \t\r\n]|\\[nrt])"
+_NETRC_GAP = rf"{_NETRC_SPACE}+"
 _NETRC_TOKEN = r"(?:[^ \t\r\n\x00\\]|\\[^nrt\x00])+"
 _NETRC_FIELDS = (
     rf"(?:{_NETRC_GAP}(?:login|account|port){_NETRC_GAP}{_NETRC_TOKEN}){{1,3}}"
@@ -560,7 +561,7 @@ def _storage_credentials(view: TextView) -> tuple[str, int]:
 _AUTHS_OBJECT = re.compile(r"auths\\{0,3}[\"'][ \t]*:[ \t]*\{")
 _BRACE = re.compile(r"[{}]")
 _REGISTRY_AUTH = re.compile(
-    r"(?<=[\"'])auth\\{0,3}[\"'][ \t]*:[ \t]*\\{0,3}[\"'](?P<value>[^\"'\\\s]+)"
+    r"(?<=[\"'])auth\\{0,3}[\"'][ \t]*:[ \t]*\\{0,3}[\"'](?P<value>[^\"'\\\n]+)"
 )
 
 
@@ -633,16 +634,23 @@ _EMAIL = re.compile(
 )
 
 
+_EMAIL_LOCAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
+
+
 def _email(view: TextView) -> tuple[str, int]:
     text = view.text
     edits = []
     pos = text.find("@")
     while pos >= 0:
-        # The local part is at most 64 characters: start the match just before it.
-        start = max(0, pos - 65)
-        match = _EMAIL.search(text, start, min(len(text), pos + 256))
-        while match is not None and match.end() <= pos:
-            match = _EMAIL.search(text, match.end(), min(len(text), pos + 256))
+        # An address holding this `@` starts where the run of local-part characters
+        # before it does (no such character may precede it), at most 64 back: one
+        # match there, not a search through the window before every `@`.
+        start = pos
+        while start > pos - 65 and start > 0 and text[start - 1] in _EMAIL_LOCAL:
+            start -= 1
+        match = None
+        if start == 0 or text[start - 1] not in _EMAIL_LOCAL:
+            match = _EMAIL.match(text, start, min(len(text), pos + 256))
         if match is not None and match.start() <= pos < match.end():
             edits.append((match.start(), match.end(), "[MASKED_EMAIL]"))
             pos = text.find("@", match.end())
@@ -787,7 +795,9 @@ BUILTIN: tuple[Detector, ...] = (
         (
             *(_key_anchor(k) for k in keyvalue.STORAGE_KEY.keywords),
             Anchor("sharedaccesssignature", pattern=_SAS_KEY),
-            Anchor("sig=", pattern=rf"[?&;]sig={_SIGNATURE_CHAR}{{16}}"),
+            # Led by their literals, which Hyperscan finds cheaply (a leading `[?&;]`
+            # made it try every `&` of every URL); the detector checks what precedes.
+            Anchor("sig=", pattern=rf"sig={_SIGNATURE_CHAR}{{16}}"),
             Anchor(
                 "-signature=", pattern=rf"[?&;]x-(?:amz|goog)-signature={_SIGNATURE_CHAR}{{16}}"
             ),
@@ -799,8 +809,10 @@ BUILTIN: tuple[Detector, ...] = (
         SECRETS,
         "[MASKED_PASSWORD]",
         (
-            Anchor("machine", caseless=False, pattern=rf"{_NETRC_MACHINE}{_NETRC_TOKEN}"),
-            Anchor("default", caseless=False, pattern=rf"{_NETRC_DEFAULT}{_NETRC_TOKEN}"),
+            # A password between two gaps, which every entry holds. The entry's whole
+            # sequence, or `machine` and a gap, made every job's scan measurably
+            # slower (docs/PERFORMANCE.md, "Masking").
+            Anchor("password", caseless=False, pattern=rf"{_NETRC_SPACE}password{_NETRC_SPACE}"),
         ),
         _netrc,
     ),
