@@ -14,6 +14,7 @@ noisy. Compare them within one run, not across runs.
 """
 
 import argparse
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -90,10 +91,48 @@ def bench_job(name: str, engines: list[str], number: int, repeat: int) -> None:
         print(f"    {detector.name:<24} {cost:9.1f} us")
 
 
+def leave_out(names: list[str], rounds: int) -> None:
+    """What each detector's anchors cost the scan of the typical jobs: the `libhs` (else
+    best) engine's pass with all detectors and with each of `names` disabled, measured
+    in alternation, `rounds` times (median of the rounds' best of 200 scans)."""
+    config = load_config(JOBS / "worker.yaml").masking
+    variants = {
+        "all": config,
+        **{
+            f"without {name}": config.model_copy(update={"disabled": [*config.disabled, name]})
+            for name in names
+        },
+    }
+    engine = "libhs" if prefilter.libhs_available() else "hyperscan"
+    maskers = {label: Masker(cfg, engine=engine) for label, cfg in variants.items()}
+    for job in ("typical_react_job.json", "typical_chat_job.json"):
+        data = orjson.loads((JOBS / job).read_bytes())
+        texts = maskers["all"].collect_texts(data)[0]
+        samples: dict[str, list[float]] = {label: [] for label in maskers}
+        for _ in range(rounds):
+            for label, masker in maskers.items():
+                samples[label].append(
+                    best_us(lambda m=masker, t=texts: m.prefilter.scan(t), 1, 200)
+                )
+        base = statistics.median(samples["all"])
+        print(f"\n{job}: prefilter pass ({engine}), median of {rounds} rounds")
+        for label, values in samples.items():
+            cost = statistics.median(values)
+            print(f"  {label:32} {cost:6.2f} us   ({cost - base:+.2f})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats (smoke run)")
+    parser.add_argument(
+        "--leave-out",
+        help="comma-separated detectors: only compare the scan without each of them",
+    )
+    parser.add_argument("--rounds", type=int, default=31, help="rounds of --leave-out")
     args = parser.parse_args()
+    if args.leave_out:
+        leave_out(args.leave_out.split(","), args.rounds)
+        return 0
     number, repeat = (40, 3) if args.quick else (300, 9)
     engines = ["python"] + (["hyperscan"] if prefilter.HYPERSCAN_AVAILABLE else [])
     engines += ["libhs"] if prefilter.libhs_available() else []

@@ -124,19 +124,6 @@ def drop_overlaps(edits: list[tuple[int, int, str]]) -> list[tuple[int, int, str
 _LINE_BREAK = re.compile(r"\r?\n|\\r\\n|\\n")
 
 
-def line_start(text: str, pos: int) -> int:
-    """Start of the line holding `pos`; a JSON-escaped `\\n` counts as a line break."""
-    real = text.rfind("\n", 0, pos) + 1
-    escaped = text.rfind("\\n", real, pos)
-    return escaped + 2 if escaped >= 0 else real
-
-
-def line_end(text: str, pos: int) -> int:
-    """End of the line holding `pos` (exclusive), as `line_start` sees lines."""
-    match = _LINE_BREAK.search(text, pos)
-    return match.start() if match else len(text)
-
-
 def lines(text: str) -> list[tuple[int, int]]:
     """(start, end) of every line; JSON-escaped `\\n` sequences also break lines."""
     spans: list[tuple[int, int]] = []
@@ -222,7 +209,8 @@ class TextView:
         return found
 
     def line_end(self, pos: int) -> int:
-        """End of the line holding `pos` (exclusive), as `line_end` sees lines."""
+        """End of the line holding `pos` (exclusive); a JSON-escaped `\\n` (or `\\r\\n`)
+        breaks lines too, as in `lines`."""
         return self.next_at(_LINE_BREAK, pos)
 
     def blank_run_start(self, end: int) -> int:
