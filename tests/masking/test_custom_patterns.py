@@ -46,3 +46,13 @@ def test_ignore_case_folds_like_the_anchors() -> None:
     pattern = CustomPattern(name="k", regex=r"key=(?P<secret>\w+)", ignore_case=True)
     masker = Masker(MaskingConfig(patterns=[pattern]), engine="python")
     assert masker.mask_text("KEY=abc \u212aey=def") == "KEY=[MASKED] \u212aey=def"
+
+
+def test_text_with_a_lone_surrogate_is_scanned_in_place() -> None:
+    """JSON may carry a lone surrogate (`"\\ud800"`), which UTF-8 cannot: RE2 reads it
+    as U+FFFD, one character for one, so every position after it is right."""
+    pattern = CustomPattern(name="k", regex=r"key=(?P<secret>\w+)")
+    masker = Masker(MaskingConfig(patterns=[pattern]), engine="python")
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"
+    text = f"\ud800 key=abc \ud800 {jwt} done"
+    assert masker.mask_text(text) == "\ud800 key=[MASKED] \ud800 [MASKED_JWT] done"

@@ -13,9 +13,12 @@ positions (the detectors use `re` there, with patterns that only read what lies 
 the position and the next occurrence of their keyword).
 """
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import re2
+
+_T = TypeVar("_T")
 
 
 def _encodable(text: str) -> str:
@@ -52,30 +55,28 @@ class LinearPattern:
         self.pattern = pattern
         self.groupindex: dict[str, int] = dict(self._compiled.groupindex)
 
+    def _run(self, method: Callable[[str], _T], text: str) -> _T:
+        """`method` of the compiled pattern on `text`, as RE2 can read it."""
+        text = self._subject(text)
+        try:
+            return method(text)
+        except UnicodeEncodeError:  # lone surrogates
+            return method(_encodable(text))
+
     def spans(self, text: str, group: int | str = 0) -> list[tuple[int, int]]:
         """(start, end) of `group` in each match, leftmost first, matches not
         overlapping (as `re.finditer`); (-1, -1) where the group took no part."""
         index = self.groupindex[group] if isinstance(group, str) else group
-        text = self._subject(text)
-        try:
-            return [match.span(index) for match in self._compiled.finditer(text)]
-        except UnicodeEncodeError:
-            return [match.span(index) for match in self._compiled.finditer(_encodable(text))]
+        return self._run(
+            lambda t: [match.span(index) for match in self._compiled.finditer(t)], text
+        )
 
     def search(self, text: str) -> bool:
         """Whether the pattern matches anywhere in `text`."""
-        text = self._subject(text)
-        try:
-            return self._compiled.search(text) is not None
-        except UnicodeEncodeError:
-            return self._compiled.search(_encodable(text)) is not None
+        return self._run(lambda t: self._compiled.search(t) is not None, text)
 
     def fullmatch(self, text: str) -> bool:
-        text = self._subject(text)
-        try:
-            return self._compiled.fullmatch(text) is not None
-        except UnicodeEncodeError:
-            return self._compiled.fullmatch(_encodable(text)) is not None
+        return self._run(lambda t: self._compiled.fullmatch(t) is not None, text)
 
 
 error = re2.error
