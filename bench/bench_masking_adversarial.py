@@ -48,11 +48,19 @@ sys.path.insert(0, str(ARGS.source.resolve() if ARGS.source else REPO))
 
 import orjson  # noqa: E402
 
-from worker.config import WorkerConfig  # noqa: E402
 from worker.masking import prefilter  # noqa: E402
 from worker.masking.config import MaskingConfig  # noqa: E402
 from worker.masking.masker import Masker  # noqa: E402
-from worker.render import Renderer  # noqa: E402
+
+# A checkout from before `worker/` was regrouped (issue 14), such as the tree
+# docs/PERFORMANCE.md measures with `--source`, has worker/config.py and worker/render.py.
+_REGROUPED = ((ARGS.source or REPO) / "worker" / "render" / "renderer.py").exists()
+WorkerConfig = importlib.import_module(
+    "worker.render.config" if _REGROUPED else "worker.config"
+).WorkerConfig
+Renderer = importlib.import_module(
+    "worker.render.renderer" if _REGROUPED else "worker.render"
+).Renderer
 
 
 def _load_families() -> ModuleType:

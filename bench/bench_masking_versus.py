@@ -13,6 +13,7 @@ of this tree's time over the other's, and of each tree's masking overhead.
 """
 
 import argparse
+import importlib
 import re
 import shutil
 import statistics
@@ -42,11 +43,18 @@ def load_other(checkout: Path, into: Path) -> dict[str, Any]:
             text = source.read_text(encoding="utf-8")
             source.write_text(pattern.sub(r"\1 _other_\2", text), encoding="utf-8")
     sys.path.insert(0, str(into))
-    import _other_worker.config as config  # type: ignore[import-not-found]
     import _other_worker.masking.config as masking_config  # type: ignore[import-not-found]
     import _other_worker.masking.masker as masker  # type: ignore[import-not-found]
-    import _other_worker.render as render  # type: ignore[import-not-found]
 
+    # A checkout from before `worker/` was regrouped (issue 14), such as the tree
+    # docs/PERFORMANCE.md measures against, has worker/config.py and worker/render.py.
+    regrouped = (checkout / "worker" / "render" / "renderer.py").exists()
+    config = importlib.import_module(
+        "_other_worker.render.config" if regrouped else "_other_worker.config"
+    )
+    render = importlib.import_module(
+        "_other_worker.render.renderer" if regrouped else "_other_worker.render"
+    )
     return {
         "load_config": config.load_config,
         "MaskingConfig": masking_config.MaskingConfig,
@@ -56,10 +64,10 @@ def load_other(checkout: Path, into: Path) -> dict[str, Any]:
 
 
 def this_tree() -> dict[str, Any]:
-    from worker.config import load_config
     from worker.masking.config import MaskingConfig
     from worker.masking.masker import Masker
-    from worker.render import Renderer
+    from worker.render.config import load_config
+    from worker.render.renderer import Renderer
 
     return {
         "load_config": load_config,

@@ -5,9 +5,10 @@ from collections import Counter
 
 import pytest
 
-from worker.config import ConfigError, parse_config
+from worker.errors import ConfigError
 from worker.masking.config import CustomPattern, MaskingConfig
 from worker.masking.masker import Masker
+from worker.render.config import parse_config
 
 
 @pytest.mark.parametrize(

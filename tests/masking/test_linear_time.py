@@ -25,13 +25,13 @@ import orjson
 import pytest
 
 from tests.masking.adversarial import FAMILIES, Family
-from worker.config import WorkerConfig
 from worker.masking import prefilter
 from worker.masking.config import MaskingConfig
 from worker.masking.detectors import Detector
 from worker.masking.masker import Masker
 from worker.masking.text import TextView
-from worker.render import Renderer
+from worker.render.config import WorkerConfig
+from worker.render.renderer import Renderer
 
 SMALL = 8 * 1024
 LARGE = 64 * 1024

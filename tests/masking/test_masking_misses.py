@@ -1,8 +1,8 @@
 """Credentials that used to reach the prompt (issue 15, item 8): session cookies,
 `.netrc` passwords, cloud storage keys and signatures, and a registry's `auth` in a
 Docker config whatever it decodes to. Their text forms are cases of the corpora
-(tests/masking_corpus/secrets.yaml and benign.yaml, run in every position of a job by
-tests/test_masking.py); here the structured forms and the exact rewriting."""
+(tests/masking/corpus/secrets.yaml and benign.yaml, run in every position of a job by
+tests/masking/test_masking.py); here the structured forms and the exact rewriting."""
 
 import base64
 from collections import Counter
@@ -11,10 +11,10 @@ from typing import Any
 import orjson
 import pytest
 
-from worker.config import WorkerConfig
 from worker.masking.config import MaskingConfig
 from worker.masking.masker import Masker
-from worker.render import Renderer
+from worker.render.config import WorkerConfig
+from worker.render.renderer import Renderer
 
 MASKER = Masker(MaskingConfig(), engine="python")
 # Decodes to a bare token: no `user:password` inside, masked all the same in `auths`.
