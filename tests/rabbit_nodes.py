@@ -1,0 +1,109 @@
+"""Extra RabbitMQ nodes for tests that must break a broker.
+
+Restarts, alarms, clusters and TLS listeners are tried on nodes of their own, started by
+`scripts/rabbit-node` beside the system broker, which the rest of the suite shares and
+which must never be disturbed. Each test picks its own port so nodes never collide.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "rabbit-node"
+
+
+def node_tools_missing() -> str | None:
+    """Why extra nodes cannot run here, or None when they can."""
+    if not Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists():
+        return "RabbitMQ's server scripts are not installed (scripts/ensure-rabbitmq)"
+    if os.geteuid() != 0 and shutil.which("runuser") is None:
+        return "extra nodes run as the rabbitmq user: run the tests as root"
+    return None
+
+
+def require_node_tools() -> None:
+    """Skip where extra nodes cannot run; under CI a missing tool is a failure."""
+    reason = node_tools_missing()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+class ExtraNode:
+    """One RabbitMQ node on 127.0.0.1:`port`, stopped (and its state kept) on exit."""
+
+    def __init__(
+        self, name: str, port: int, *, conf: str = "", plugins: Sequence[str] = ()
+    ) -> None:
+        self.name = name
+        self.port = port
+        self.conf = conf
+        self.plugins = tuple(plugins)
+        self.nodename = f"{name}@localhost"
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self._run("dir", self.name).stdout.strip())
+
+    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = dict(os.environ, RABBIT_NODE_PLUGINS=",".join(self.plugins))
+        result = subprocess.run(
+            [str(SCRIPT), *args], env=env, capture_output=True, text=True, check=False
+        )
+        if check and result.returncode != 0:
+            raise RuntimeError(
+                f"scripts/rabbit-node {' '.join(args)} failed ({result.returncode}):\n"
+                f"{result.stdout}{result.stderr}"
+            )
+        return result
+
+    def start(self) -> ExtraNode:
+        conf_file = Path(f"/tmp/prompt-worker-node-{self.name}.conf")
+        conf_file.write_text(self.conf)
+        try:
+            self._run("start", self.name, str(self.port), str(conf_file))
+        finally:
+            conf_file.unlink(missing_ok=True)
+        return self
+
+    def stop(self) -> None:
+        self._run("stop", self.name, check=False)
+
+    def kill(self) -> None:
+        """SIGKILL the node's Erlang VM, as a crashed host would go."""
+        self._run("kill", self.name)
+
+    def ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self._run("ctl", self.name, *args, check=check)
+
+    def stop_app(self) -> None:
+        self.ctl("stop_app")
+
+    def start_app(self) -> None:
+        self.ctl("start_app")
+        self.ctl("await_startup")
+
+    def __enter__(self) -> ExtraNode:
+        require_node_tools()
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
