@@ -1,1 +1,1 @@
-"""Secret masking between the parsed job and the builder (issue 7, SPEC.md §9)."""
+"""Secret masking between the parsed job and the builder (docs/MASKING.md)."""
