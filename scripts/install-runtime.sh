@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the worker's wheel and install it, with its runtime dependencies only, into a
 # virtualenv. The Dockerfile's build stage runs exactly this script, and
-# tests/test_install_script.py runs it into a temporary venv, so CI exercises the same
+# tests/deploy/test_install_script.py runs it into a temporary venv, so CI exercises the same
 # install steps as the image without needing a Docker engine.
 #
 # Usage: scripts/install-runtime.sh VENV_DIR [SOURCE_DIR]

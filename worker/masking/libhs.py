@@ -26,7 +26,8 @@ HS_FLAG_CASELESS = 1
 # soname of Hyperscan 5 (Debian's libhyperscan5), then whatever the linker finds.
 _ENV_PATH = "PROMPT_WORKER_LIBHS"
 _SONAME = "libhs.so.5"
-# Buffers from this size on are scanned with the GIL released (~0.3 ms and more).
+# Buffers from this size on are scanned with the GIL released: only a long scan repays
+# the thread switch (docs/PERFORMANCE.md, masking).
 _RELEASE_GIL_FROM = 1 << 20
 _MAX_LENGTH = 0xFFFFFFFF  # hs_scan's length is an unsigned int
 
