@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from schemas.base import NonEmptyStr, PositiveInt, WireModel
+from schemas.budget import Budget
 from schemas.families import LegacyPayload, SkillErrorObservationPayload, SkillReactPayload
 from schemas.system_prompt import SystemPromptPayload
 
@@ -175,6 +176,11 @@ class Job(WireModel):
     skill_react: SkillReactPayload | None = None
     skill_error_observation: SkillErrorObservationPayload | None = None
     system_prompt: SystemPromptPayload | None = None
+    budget: Budget | None = Field(
+        None,
+        description="The model's prompt-token budget: over it, the least important material "
+        "is left out, visibly; any kind.",
+    )
 
     @field_validator("kind", mode="before")
     @classmethod

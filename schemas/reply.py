@@ -15,6 +15,7 @@ class ErrorCode(StrEnum):
     INVALID_JSON = "invalid_json"
     INVALID_JOB = "invalid_job"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    OVER_BUDGET = "over_budget"  # what may never be cut does not fit the job's budget
     INTERNAL = "internal"
     TIMEOUT = "timeout"  # only written by clients (rerender --broker), never by the worker
 
@@ -26,6 +27,31 @@ class _ReplyModel(BaseModel):
 class Message(_ReplyModel):
     role: Literal["system", "user", "assistant"]
     content: str
+
+
+class Elision(_ReplyModel):
+    section: str = Field(description="What was cut, e.g. chat.history or session.alert_data.")
+    items: int = Field(
+        description="Whole items left out (events, exchanges, lines), or 1 for the middle of a "
+        "text."
+    )
+    chars: int = Field(description="Characters left out.")
+    tokens: int = Field(
+        description="Tokens left out by the budget's tokenizer (material far beyond the budget "
+        "is not tokenized: its count is scaled from the counted material's ratio)."
+    )
+
+
+class BudgetMeta(_ReplyModel):
+    max_prompt_tokens: int
+    tokenizer: str
+    prompt_tokens: int = Field(
+        description="The reply's size by the tokenizer: exact when `counted`, else an upper "
+        "bound that proved the fit without tokenizing."
+    )
+    counted: bool = Field(description="Whether `prompt_tokens` was counted by the tokenizer.")
+    trimmed: bool = Field(description="Whether anything was left out to fit.")
+    elisions: list[Elision] = Field(default_factory=list)
 
 
 class ReplyMeta(_ReplyModel):
@@ -41,6 +67,9 @@ class ReplyMeta(_ReplyModel):
         default_factory=dict, description="Secrets masked before rendering, counted by detector."
     )
     warnings: list[str] = Field(default_factory=list)
+    budget: BudgetMeta | None = Field(
+        None, description="Present whenever the job has a budget (CONTRACT.md §11)."
+    )
 
 
 class OkReply(_ReplyModel):

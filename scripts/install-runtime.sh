@@ -40,6 +40,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 # --no-deps: only our wheel is built here; its dependencies come from the index in the
 # install step below, as released wheels, never the test extras.
 "$venv/bin/python" -m pip wheel --quiet --no-deps --wheel-dir "$stage/dist" "$stage"
-"$venv/bin/python" -m pip install --quiet "$stage"/dist/build_prompt_worker-*.whl
+# With the `tokenizers` extra: exact budgets (cl100k_base) work in the image too.
+wheel=$(echo "$stage"/dist/build_prompt_worker-*.whl)
+"$venv/bin/python" -m pip install --quiet "${wheel}[tokenizers]"
 
 "$venv/bin/prompt-worker" --version

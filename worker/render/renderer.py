@@ -7,7 +7,7 @@ The same object serves the queue consumer, `prompt-worker render` and `rerender`
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import ValidationError
@@ -16,7 +16,7 @@ from schemas.job import Job, kind_rule_violations
 from schemas.reply import ErrorCode
 from worker import __version__
 from worker.families import FAMILIES
-from worker.families.base import RenderContext
+from worker.families.base import Builder, Messages, RenderContext
 from worker.families.contributors import Contributors
 from worker.families.system_prompt import builder as system_prompt
 from worker.masking.masker import Masker
@@ -31,6 +31,9 @@ from worker.render.replies import (
     too_deep,
     validation_details,
 )
+
+if TYPE_CHECKING:
+    from worker.render.budget import Fitted
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
@@ -135,10 +138,19 @@ class Renderer:
         Never raises. `render_ms` counts the masking time as well as the building."""
         started = time.perf_counter()
         masked = {} if masked is None else masked
+        budget_meta: dict[str, Any] | None = None
+        tokens_left_out = 0
         try:
             spec = FAMILIES[job.kind]
             result = spec.build(job, self.context)
             messages = self.contributors.apply(job, result.messages)
+            if job.budget is not None:
+                fitted = self._fit(job, spec.build, messages)
+                if isinstance(fitted, RenderOutcome):
+                    return fitted
+                messages = fitted.messages
+                budget_meta = fitted.meta(job.budget.max_prompt_tokens, job.budget.tokenizer)
+                tokens_left_out = fitted.tokens_left_out
         except RecursionError:
             return too_deep(job.job_id, job.kind.value)
         except Exception as exc:
@@ -162,6 +174,8 @@ class Renderer:
         }
         if result.meta:
             meta.update(result.meta)
+        if budget_meta is not None:
+            meta["budget"] = budget_meta
         reply = {
             "job_id": job.job_id,
             "status": "ok",
@@ -178,4 +192,41 @@ class Renderer:
             render_seconds=elapsed,
             masked=masked,
             messages=messages,
+            trimmed=bool(budget_meta and budget_meta["trimmed"]),
+            tokens_left_out=tokens_left_out,
         )
+
+    def _fit(self, job: Job, build: Builder, messages: Messages) -> "Fitted | RenderOutcome":
+        """The job's messages fitted into its budget, or the error reply saying why not."""
+        # Imported here: only jobs with a budget pay for the module (and tiktoken).
+        from worker.render.budget import OverBudget, UnavailableTokenizer, fit_to_budget
+
+        assert job.budget is not None
+        budget = job.budget
+
+        def rebuild(trimmed: Job) -> Messages:
+            return self.contributors.apply(trimmed, build(trimmed, self.context).messages)
+
+        try:
+            fitted = fit_to_budget(job, budget, messages, rebuild)
+        except UnavailableTokenizer as exc:
+            detail = {"field": "budget.tokenizer", "type": "unavailable", "message": str(exc)}
+            return invalid_job([detail], job.job_id, job.kind.value, 0)
+        if isinstance(fitted, OverBudget):
+            return error_reply(
+                ErrorCode.OVER_BUDGET,
+                f"what may never be cut takes {fitted.required} tokens by "
+                f"{budget.tokenizer}; the budget allows {fitted.allowed}",
+                job_id=job.job_id,
+                kind=job.kind.value,
+                details=[
+                    {
+                        "field": "budget.max_prompt_tokens",
+                        "type": "over_budget",
+                        "message": "the prompt cannot be cut to fit",
+                        "required": fitted.required,
+                        "allowed": fitted.allowed,
+                    }
+                ],
+            )
+        return fitted

@@ -25,6 +25,9 @@ class RenderOutcome:
     render_seconds: float = 0.0
     masked: dict[str, int] = field(default_factory=dict)
     messages: list[dict[str, str]] | None = None
+    # Budgets (CONTRACT.md §11): whether material was left out to fit, and how much.
+    trimmed: bool = False
+    tokens_left_out: int = 0
     # Set for `internal` errors only, so the edge can log the stack trace.
     exception: BaseException | None = None
 
@@ -62,7 +65,7 @@ def error_reply(
     *,
     job_id: str | None = None,
     kind: str | None = None,
-    details: list[dict[str, str]] | None = None,
+    details: list[dict[str, Any]] | None = None,
     request_bytes: int = 0,
     exception: BaseException | None = None,
 ) -> RenderOutcome:

@@ -1,0 +1,23 @@
+"""The optional `budget` of a job (CONTRACT.md §11): how many prompt tokens its model takes.
+
+Only the shape is checked here; whether the named tokenizer is installed is a fact of the
+running worker, checked by the renderer (worker/render/budget/).
+"""
+
+from pydantic import Field
+
+from schemas.base import NonEmptyStr, PositiveInt, WireModel
+
+DEFAULT_TOKENIZER = "estimate"
+
+
+class Budget(WireModel):
+    max_prompt_tokens: PositiveInt = Field(
+        description="The most prompt tokens the model may be sent: the sum, over the reply's "
+        "messages, of the tokenizer's count of each message's content."
+    )
+    tokenizer: NonEmptyStr = Field(
+        DEFAULT_TOKENIZER,
+        description="'estimate' (ceil(characters / 4)), 'cl100k_base', or another tiktoken "
+        "encoding whose vocabulary is installed with the worker.",
+    )

@@ -1,0 +1,31 @@
+"""Context-window budgets (CONTRACT.md §11, docs/BUDGETS.md).
+
+`fit_to_budget` is the renderer's one entry: the job's messages, untouched when they fit,
+else the job re-built with its least important material left out (plans.py says what,
+trim.py how), or `OverBudget`. Imported only for jobs that carry a budget.
+"""
+
+from collections.abc import Callable
+
+from schemas.budget import Budget
+from schemas.job import Job
+from worker.render.budget.meta import Elision, Fitted, OverBudget
+from worker.render.budget.plans import plan_for
+from worker.render.budget.tokenizers import UnavailableTokenizer, get
+from worker.render.budget.trim import BLOCK_SHARE, Messages, Trimmer
+
+__all__ = ["Elision", "Fitted", "OverBudget", "UnavailableTokenizer", "fit_to_budget"]
+
+
+def fit_to_budget(
+    job: Job,
+    budget: Budget,
+    messages: Messages,
+    build: Callable[[Job], Messages],
+    block_share: int = BLOCK_SHARE,
+) -> Fitted | OverBudget:
+    """`messages` (built from `job` by `build`) fitted into `budget`. Raises
+    UnavailableTokenizer."""
+    tokenizer = get(budget.tokenizer)
+    trimmer = Trimmer(job, build, plan_for(job), budget.max_prompt_tokens, tokenizer, block_share)
+    return trimmer.fit(messages)

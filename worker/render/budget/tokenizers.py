@@ -1,0 +1,119 @@
+"""Token counters of CONTRACT.md §11, by name.
+
+`estimate` is TARSy's heuristic, ceil(characters / 4), and costs nothing. Any other name
+is a tiktoken encoding whose vocabulary is installed (vocabularies.py); tiktoken is
+imported, and the vocabulary read and checked, on the first job that names it, never at
+start-up: most commands and most jobs need neither.
+"""
+
+import math
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+from schemas.budget import DEFAULT_TOKENIZER
+
+
+class Tokenizer(Protocol):
+    name: str
+
+    def count(self, text: str) -> int:
+        """Tokens in `text`."""
+        ...
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Tokens in each text, in order."""
+        ...
+
+    def at_most(self, text: str) -> int:
+        """An upper bound of `count(text)` that costs no tokenizing."""
+        ...
+
+
+class UnavailableTokenizer(ValueError):
+    """A tokenizer name that is not available in this installation."""
+
+    def __init__(self, name: str, available: Sequence[str]) -> None:
+        self.name = name
+        self.available = list(available)
+        super().__init__(
+            f"tokenizer {name!r} is not available; available: {', '.join(self.available)}"
+        )
+
+
+class EstimateTokenizer:
+    """ceil(len(text) / 4): code points, as seed 003 counts them."""
+
+    name = DEFAULT_TOKENIZER
+
+    def count(self, text: str) -> int:
+        return -(-len(text) // 4)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return [-(-len(text) // 4) for text in texts]
+
+    def at_most(self, text: str) -> int:
+        return -(-len(text) // 4)
+
+
+class TiktokenTokenizer:
+    """An exact count by a tiktoken encoding. Special-token text counts as ordinary text,
+    as a provider counts a prompt that happens to contain it."""
+
+    def __init__(self, name: str, encoding: "_Encoding") -> None:
+        self.name = name
+        self._encoding = encoding
+
+    def count(self, text: str) -> int:
+        return len(self._encoding.encode_ordinary(text))
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        encode = self._encoding.encode_ordinary
+        return [len(encode(text)) for text in texts]
+
+    def at_most(self, text: str) -> int:
+        # Every token of an ordinary encoding stands for at least one UTF-8 byte, and a
+        # code point takes at most four.
+        return len(text) if text.isascii() else 4 * len(text)
+
+
+class _Encoding(Protocol):
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+
+_ESTIMATE = EstimateTokenizer()
+_loaded: dict[str, Tokenizer] = {_ESTIMATE.name: _ESTIMATE}
+_lock = threading.Lock()
+
+
+def available() -> list[str]:
+    """Names a job may give: `estimate` and every installed tiktoken vocabulary."""
+    from worker.render.budget import vocabularies
+
+    return [_ESTIMATE.name, *sorted(vocabularies.installed())]
+
+
+def get(name: str) -> Tokenizer:
+    """The tokenizer `name`, loaded once per process. Raises UnavailableTokenizer."""
+    tokenizer = _loaded.get(name)
+    if tokenizer is not None:
+        return tokenizer
+    from worker.render.budget import vocabularies
+
+    with _lock:
+        tokenizer = _loaded.get(name)
+        if tokenizer is not None:
+            return tokenizer
+        file = vocabularies.installed().get(name)
+        if file is None:
+            raise UnavailableTokenizer(name, available())
+        try:
+            encoding = vocabularies.load(name, file)
+        except (OSError, vocabularies.VocabularyError):
+            raise UnavailableTokenizer(name, available()) from None
+        tokenizer = _loaded[name] = TiktokenTokenizer(name, encoding)
+        return tokenizer
+
+
+def ceil_div(a: int, b: int) -> int:
+    return math.ceil(a / b)

@@ -1,0 +1,356 @@
+"""Fitting a job's messages into its budget (CONTRACT.md §11).
+
+The order of work keeps the common cases cheap and the large ones linear:
+
+1. **Fits by size.** A bound that needs no tokenizing (characters for `estimate`, UTF-8
+   bytes for tiktoken) at or under the budget: the messages go out untouched.
+2. **Whole items.** The plan's lists are cut in tiers, least important first (oldest
+   chat exchanges, then events, conclusions last), the last item of every list kept.
+   The prompt with every cuttable item gone (the skeleton) is counted once; then items
+   are counted newest first, only until the room left is used up, so the material of a
+   huge session that is left out anyway is never tokenized. Cuts are rounded up to
+   block boundaries: a block is about 1/`BLOCK_SHARE` of the budget, measured in
+   characters from the start of its list, so its boundaries stay where they are while
+   a session grows and consecutive renders keep their prefix (provider prompt caches)
+   until a new block has to go.
+3. **Middles.** When every cuttable item is gone and the prompt is still too large, the
+   longest remaining texts are shortened to a common size (water-filling), their
+   beginning and end kept.
+4. **Cannot fit.** With every text shortened to nothing, still too large: `OverBudget`.
+
+Each candidate prompt is counted once, whole, by the real tokenizer before it is
+accepted; item counts only guide the choice, so a prompt that goes out always fits.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas.budget import DEFAULT_TOKENIZER
+from schemas.job import Job
+from worker.render.budget import markers
+from worker.render.budget.edits import Path, get_at, set_at
+from worker.render.budget.meta import Elision, Fitted, OverBudget
+from worker.render.budget.plans import ListSection, Plan
+from worker.render.budget.tokenizers import Tokenizer
+
+Messages = list[dict[str, str]]
+Build = Callable[[Job], Messages]
+
+# A block, the unit of whole-item cuts, is about this fraction of the budget: a larger
+# one keeps prefixes longer, a smaller one wastes less of the budget (docs/BUDGETS.md).
+BLOCK_SHARE = 8
+# Characters per token used to size blocks in characters (stable as a session grows,
+# whatever the tokenizer); TARSy's estimate.
+CHARS_PER_TOKEN = 4
+# Tokens an item's framing (headings, separators) adds to its text, for the guide counts.
+ITEM_FRAMING = 8
+# How many shortened candidates are tried before every text is cut to nothing.
+MIDDLE_ROUNDS = 8
+
+
+def prompt_size(messages: Messages, tokenizer: Tokenizer) -> int:
+    return sum(tokenizer.count_many([m["content"] for m in messages]))
+
+
+@dataclass(slots=True)
+class _Tier:
+    """The cuttable items of one list that go at the same stage, oldest first."""
+
+    section: ListSection
+    indexes: list[int]  # positions in the list
+    chars: list[int]  # size of each item's text
+    starts: list[int] = field(default_factory=list)  # chars before each item in the tier
+
+    def __post_init__(self) -> None:
+        total = 0
+        for size in self.chars:
+            self.starts.append(total)
+            total += size
+
+    def cut_counts(self, block_chars: int) -> list[int]:
+        """The cut counts that end on a block boundary, ascending (the last is all)."""
+        counts = [
+            k
+            for k in range(1, len(self.indexes))
+            if self.starts[k] // block_chars != self.starts[k - 1] // block_chars
+        ]
+        counts.append(len(self.indexes))
+        return counts
+
+
+@dataclass(slots=True)
+class _Slot:
+    """A text a middle cut may shorten."""
+
+    name: str
+    path: Path
+    text: str
+    tokens: int = 0
+
+
+class Trimmer:
+    def __init__(
+        self,
+        job: Job,
+        build: Build,
+        plan: Plan,
+        limit: int,
+        tokenizer: Tokenizer,
+        block_share: int = BLOCK_SHARE,
+    ) -> None:
+        self.job = job
+        self.build = build
+        self.plan = plan
+        self.limit = limit
+        self.tokenizer = tokenizer
+        self.block_chars = max(1, limit * CHARS_PER_TOKEN // block_share)
+        self.lists: dict[str, list[Any]] = {}
+        for section in plan.lists:
+            items = get_at(job, section.path)
+            if items:
+                self.lists[section.name] = list(items)
+        self.tiers = self._tiers()
+        # Guide counts of items, by (section name, index); counted lazily, newest first.
+        self.item_tokens: dict[tuple[str, int], int] = {}
+
+    def _tiers(self) -> list[_Tier]:
+        first: list[_Tier] = []
+        last: list[_Tier] = []
+        for section in self.plan.lists:
+            items = self.lists.get(section.name)
+            if not items:
+                continue
+            removable = range(len(items) - 1)  # the most recent item is always kept
+            for tiers, wanted in ((first, False), (last, True)):
+                indexes = [i for i in removable if section.last_resort(items[i]) is wanted]
+                if indexes:
+                    chars = [len(section.piece(items[i])) for i in indexes]
+                    tiers.append(_Tier(section, indexes, chars))
+        return first + last
+
+    # -- whole items ---------------------------------------------------------------
+
+    def _item_tokens(self, tier: _Tier, position: int) -> int:
+        key = (tier.section.name, tier.indexes[position])
+        tokens = self.item_tokens.get(key)
+        if tokens is None:
+            item = self.lists[tier.section.name][tier.indexes[position]]
+            tokens = self.tokenizer.count(tier.section.piece(item)) + ITEM_FRAMING
+            self.item_tokens[key] = tokens
+        return tokens
+
+    def _ratio(self) -> float:
+        """Tokens per character of the items counted so far, to size the uncounted."""
+        counted_chars = 0
+        counted_tokens = 0
+        for tier in self.tiers:
+            for position, index in enumerate(tier.indexes):
+                tokens = self.item_tokens.get((tier.section.name, index))
+                if tokens is not None:
+                    counted_chars += tier.chars[position]
+                    counted_tokens += tokens - ITEM_FRAMING
+        if counted_chars == 0:
+            return 1 / CHARS_PER_TOKEN
+        return counted_tokens / counted_chars
+
+    def _cut_job(self, cuts: list[int], placeholder: bool = False) -> tuple[Job, list[Elision]]:
+        """The job with the first `cuts[t]` items of tier t left out, a marker in place."""
+        removed: dict[str, list[tuple[_Tier, int]]] = {}
+        for tier, count in zip(self.tiers, cuts, strict=True):
+            for position in range(count):
+                removed.setdefault(tier.section.name, []).append((tier, position))
+        ratio = None if placeholder else self._ratio()
+        job = self.job
+        elisions: list[Elision] = []
+        for section in self.plan.lists:
+            gone = removed.get(section.name)
+            if not gone:
+                continue
+            items = self.lists[section.name]
+            chars = sum(tier.chars[position] for tier, position in gone)
+            tokens = 0
+            for tier, position in gone:
+                counted = self.item_tokens.get((section.name, tier.indexes[position]))
+                if counted is not None:
+                    tokens += counted - ITEM_FRAMING
+                else:
+                    assert ratio is not None or placeholder
+                    tokens += round(tier.chars[position] * (ratio or 0))
+            indexes = {tier.indexes[position] for tier, position in gone}
+            if placeholder:
+                text = markers.items_left_out(
+                    markers.PLACEHOLDER_COUNT,
+                    section.noun,
+                    markers.PLACEHOLDER_SIZE,
+                    markers.PLACEHOLDER_SIZE,
+                )
+            else:
+                text = markers.items_left_out(len(indexes), section.noun, chars, tokens)
+            first = min(indexes)
+            kept: list[Any] = []
+            for i, item in enumerate(items):
+                if i == first:
+                    kept.append(section.marker(text))
+                if i not in indexes:
+                    kept.append(item)
+            job = set_at(job, section.path, kept)
+            elisions.append(Elision(section.name, len(indexes), chars, tokens))
+        return job, elisions
+
+    def _minimal_cuts(self) -> list[int] | None:
+        """The fewest items to leave out by the guide counts, or None when all of them
+        fit (then only the whole prompt's count can tell)."""
+        skeleton, _ = self._cut_job([len(t.indexes) for t in self.tiers], placeholder=True)
+        room = self.limit - prompt_size(self.build(skeleton), self.tokenizer)
+        cuts = [0] * len(self.tiers)
+        for t in reversed(range(len(self.tiers))):
+            tier = self.tiers[t]
+            for position in reversed(range(len(tier.indexes))):
+                tokens = self._item_tokens(tier, position)
+                if tokens > room:
+                    cuts[t] = position + 1
+                    for earlier in range(t):
+                        cuts[earlier] = len(self.tiers[earlier].indexes)
+                    return cuts
+                room -= tokens
+        return None
+
+    def _round_up(self, cuts: list[int]) -> list[int]:
+        """Cuts extended to the block boundary at or after each tier's cut."""
+        rounded = []
+        for tier, count in zip(self.tiers, cuts, strict=True):
+            if count == 0:
+                rounded.append(0)
+            else:
+                rounded.append(next(k for k in tier.cut_counts(self.block_chars) if k >= count))
+        return rounded
+
+    def _cut_more(self, cuts: list[int], tokens: int) -> list[int] | None:
+        """Cuts that leave out at least `tokens` more (by the guide counts), block by
+        block; None when every item is already out."""
+        cuts = list(cuts)
+        freed = 0
+        for t, tier in enumerate(self.tiers):
+            for count in tier.cut_counts(self.block_chars):
+                if count <= cuts[t]:
+                    continue
+                freed += sum(self._item_tokens(tier, p) for p in range(cuts[t], count))
+                cuts[t] = count
+                if freed >= tokens:
+                    return cuts
+        return cuts if freed else None
+
+    # -- the whole ------------------------------------------------------------------
+
+    def fit(self, messages: Messages) -> Fitted | OverBudget:
+        contents = [m["content"] for m in messages]
+        bound = sum(self.tokenizer.at_most(text) for text in contents)
+        if bound <= self.limit:
+            return Fitted(messages, bound, counted=self.tokenizer.name == DEFAULT_TOKENIZER)
+        cuts = self._minimal_cuts() if self.tiers else None
+        if cuts is None:
+            size = prompt_size(messages, self.tokenizer)
+            if size <= self.limit:
+                return Fitted(messages, size)
+            if not self.tiers:
+                return self._fit_middles(self.job, [], size)
+            cuts = [0] * len(self.tiers)
+            cuts[0] = 1
+        cuts = self._round_up(cuts)
+        while True:
+            job, elisions = self._cut_job(cuts)
+            candidate = self.build(job)
+            size = prompt_size(candidate, self.tokenizer)
+            if size <= self.limit:
+                return Fitted(candidate, size, elisions=elisions)
+            more = self._cut_more(cuts, size - self.limit)
+            if more is None:
+                return self._fit_middles(job, elisions, size)
+            cuts = more
+
+    # -- middles --------------------------------------------------------------------
+
+    def _slots(self, job: Job) -> list[_Slot]:
+        slots: list[_Slot] = []
+        for name, path in self.plan.texts:
+            text = get_at(job, path)
+            if isinstance(text, str) and text:
+                slots.append(_Slot(name, path, text))
+        for section in self.plan.lists:
+            # Markers are not shortened: only items of the job as received.
+            original = {id(item): i for i, item in enumerate(self.lists.get(section.name, ()))}
+            for index, item in enumerate(get_at(job, section.path) or ()):
+                number = original.get(id(item))
+                if number is None:
+                    continue
+                for sub, text in section.texts(item):
+                    if text:
+                        path = (*section.path, index, *sub)
+                        slots.append(_Slot(f"{section.name}[{number}]", path, text))
+        counts = self.tokenizer.count_many([slot.text for slot in slots])
+        for slot, tokens in zip(slots, counts, strict=True):
+            slot.tokens = tokens
+        return slots
+
+    def _shorten(
+        self, job: Job, slots: list[_Slot], cap: int, marker_tokens: int
+    ) -> tuple[Job, list[Elision]]:
+        elisions = []
+        for slot in slots:
+            if slot.tokens <= cap + marker_tokens:
+                continue  # its marker would cost what the cut saves
+            length = len(slot.text)
+            keep = length * cap // slot.tokens
+            head = (keep + 1) // 2
+            tail = keep - head
+            gone = length - keep
+            tokens = slot.tokens - cap
+            middle = markers.middle_left_out(gone, tokens)
+            text = slot.text[:head] + middle + slot.text[length - tail :]
+            job = set_at(job, slot.path, text)
+            elisions.append(Elision(slot.name, 1, gone, tokens))
+        return job, elisions
+
+    def _fit_middles(self, job: Job, elisions: list[Elision], size: int) -> Fitted | OverBudget:
+        slots = self._slots(job)
+        marker_tokens = self.tokenizer.count(
+            markers.middle_left_out(markers.PLACEHOLDER_SIZE, markers.PLACEHOLDER_SIZE)
+        )
+        excess = size - self.limit
+        for _ in range(MIDDLE_ROUNDS):
+            cap = _water_level(slots, excess, marker_tokens)
+            if cap is None:
+                break
+            shortened, cut = self._shorten(job, slots, cap, marker_tokens)
+            candidate = self.build(shortened)
+            new_size = prompt_size(candidate, self.tokenizer)
+            if new_size <= self.limit:
+                return Fitted(candidate, new_size, elisions=elisions + cut)
+            excess += new_size - self.limit
+        shortened, cut = self._shorten(job, slots, 0, marker_tokens)
+        candidate = self.build(shortened)
+        new_size = prompt_size(candidate, self.tokenizer)
+        if new_size <= self.limit:
+            return Fitted(candidate, new_size, elisions=elisions + cut)
+        return OverBudget(required=new_size, allowed=self.limit)
+
+
+def _water_level(slots: list[_Slot], excess: int, marker_tokens: int) -> int | None:
+    """The largest size (tokens) to shorten every longer text to, so that at least
+    `excess` tokens go, each shortened text paying for its marker; None if no size
+    does it."""
+
+    def freed(cap: int) -> int:
+        return sum(s.tokens - cap - marker_tokens for s in slots if s.tokens > cap + marker_tokens)
+
+    if not slots or freed(0) < excess:
+        return None
+    low, high = 0, max(s.tokens for s in slots)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if freed(middle) >= excess:
+            low = middle
+        else:
+            high = middle - 1
+    return low
