@@ -66,3 +66,17 @@ def test_two_workers_in_one_process_keep_separate_counts() -> None:
     first.job_done("react", "ok", "", seconds=0.001, request_bytes=1, render_seconds=0.001)
     assert sample(first, "prompt_worker_jobs_total", kind="react", status="ok", code="") == 1
     assert sample(second, "prompt_worker_jobs_total", kind="react", status="ok", code="") == 0
+
+
+def test_trimmed_jobs_count_by_kind_with_the_tokens_they_left_out() -> None:
+    metrics = Metrics("1.2.3")
+    done = {"seconds": 0.001, "request_bytes": 10, "render_seconds": 0.001}
+    metrics.job_done("react", "ok", "", **done, tokens_left_out=1200)
+    metrics.job_done("react", "ok", "", **done, tokens_left_out=300)
+    metrics.job_done("react", "ok", "", **done)  # fit: not trimmed
+    metrics.job_done("legacy_react", "ok", "", **done, tokens_left_out=7)
+
+    assert sample(metrics, "prompt_worker_budget_trimmed_total", kind="react") == 2
+    assert sample(metrics, "prompt_worker_budget_tokens_left_out_total", kind="react") == 1500
+    assert sample(metrics, "prompt_worker_budget_trimmed_total", kind="legacy_react") == 1
+    assert sample(metrics, "prompt_worker_budget_tokens_left_out_total", kind="synthesis") == 0

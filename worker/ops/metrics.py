@@ -22,6 +22,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "prompt_worker_prompt_chars",
     "prompt_worker_reconnects_total",
     "prompt_worker_masked_total",
+    "prompt_worker_budget_trimmed_total",
+    "prompt_worker_budget_tokens_left_out_total",
     "prompt_worker_ready",
     "prompt_worker_build_info",
 )
@@ -132,6 +134,18 @@ class Metrics:
             buckets=CHARS_BUCKETS,
             registry=r,
         )
+        self.budget_trimmed = Counter(
+            "prompt_worker_budget_trimmed",
+            "Ok jobs whose prompt was trimmed to fit their budget, by kind.",
+            ("kind",),
+            registry=r,
+        )
+        self.budget_tokens_left_out = Counter(
+            "prompt_worker_budget_tokens_left_out",
+            "Tokens (by each job's tokenizer) left out to fit budgets, by kind.",
+            ("kind",),
+            registry=r,
+        )
         self.reconnects = Counter(
             "prompt_worker_reconnects", "Connections to the broker re-established.", registry=r
         )
@@ -181,9 +195,10 @@ class Metrics:
         render_seconds: float | None = None,
         prompt_chars: int = 0,
         masked: dict[str, int] | None = None,
+        tokens_left_out: int | None = None,
     ) -> None:
         """Count one answered job; `render_seconds` only for ok jobs. `kind` is a label
-        from `kind_label`."""
+        from `kind_label`. `tokens_left_out` only for jobs trimmed to fit a budget."""
         key = (kind, status, code)
         counter = self._jobs.get(key)
         if counter is None:
@@ -195,6 +210,10 @@ class Metrics:
         if render_seconds is not None:
             series.render_seconds.observe(render_seconds)
             series.prompt_chars.observe(prompt_chars)
+        if tokens_left_out is not None:
+            # Rare (only trimmed jobs): no cache of the labelled children needed.
+            self.budget_trimmed.labels(kind=kind).inc()
+            self.budget_tokens_left_out.labels(kind=kind).inc(tokens_left_out)
         if masked:
             for detector, count in masked.items():
                 child = self._masked.get(detector)

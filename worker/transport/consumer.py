@@ -474,6 +474,7 @@ class Worker:
             render_seconds=outcome.render_seconds if ok else None,
             prompt_chars=outcome.prompt_chars,
             masked=outcome.masked,
+            tokens_left_out=outcome.tokens_left_out if outcome.trimmed else None,
         )
 
     def _log_job(self, delivery: Delivery, decision: Decision, settled: str) -> None:
