@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from worker.commands.common import add_config_argument, load_config_or_exit
@@ -33,6 +34,9 @@ from worker.rerender.run import (
     run as run_rerender,
 )
 from worker.rerender.sink import Engine
+
+if TYPE_CHECKING:
+    from schemas.budget import Budget
 
 AMQP_URL_ENV = "PROMPT_WORKER_AMQP_URL"
 REQUEST_QUEUE_ENV = "PROMPT_WORKER_REQUEST_QUEUE"
@@ -133,6 +137,21 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         help="wait for a reply this long, then publish once more, then record a timeout "
         "(default 60)",
     )
+    budget = parser.add_argument_group(
+        "budgets", "what would have been sent to a model with a smaller context window"
+    )
+    budget.add_argument(
+        "--budget",
+        type=_int_at_least(1),
+        metavar="TOKENS",
+        help="a budget of TOKENS prompt tokens for every job that has none of its own "
+        "(docs/BUDGETS.md); jobs with a budget keep theirs",
+    )
+    budget.add_argument(
+        "--tokenizer",
+        metavar="NAME",
+        help="the tokenizer of --budget: estimate (default), cl100k_base, ...",
+    )
     report = parser.add_argument_group("report and diffs")
     report.add_argument("--report", metavar="PATH", help="write the drift report as JSON")
     report.add_argument(
@@ -199,7 +218,19 @@ def _broker_engine(args: argparse.Namespace) -> Engine:
         queue,
         window=args.window or DEFAULT_WINDOW,
         timeout=args.timeout or DEFAULT_TIMEOUT,
+        default_budget=_default_budget(args),
     )
+
+
+def _default_budget(args: argparse.Namespace) -> "Budget | None":
+    """The budget of --budget/--tokenizer, for jobs without one."""
+    from schemas.budget import DEFAULT_TOKENIZER, Budget
+
+    if args.budget is None:
+        if args.tokenizer is not None:
+            raise RerenderError("--tokenizer needs --budget")
+        return None
+    return Budget(max_prompt_tokens=args.budget, tokenizer=args.tokenizer or DEFAULT_TOKENIZER)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -224,9 +255,17 @@ def run(args: argparse.Namespace) -> int:
             from worker.render.renderer import Renderer
             from worker.rerender.local import LocalEngine
 
+            default_budget = _default_budget(args)
+            if default_budget is not None:
+                from worker.render.budget.tokenizers import UnavailableTokenizer, get
+
+                try:
+                    get(default_budget.tokenizer)
+                except UnavailableTokenizer as exc:
+                    raise RerenderError(f"--tokenizer: {exc}") from None
             config = load_config_or_exit(args.config)
             try:
-                renderer = Renderer(config)
+                renderer = Renderer(config, default_budget=default_budget)
             except ConfigError as exc:  # a family's start-up check of the configuration
                 raise RerenderError(f"configuration error: {exc}") from None
             versions = renderer.template_versions()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic import ValidationError
 
+from schemas.budget import Budget
 from schemas.job import Job, kind_rule_violations
 from schemas.reply import ErrorCode
 from worker import __version__
@@ -55,8 +56,11 @@ class Renderer:
         config: WorkerConfig | None = None,
         *,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        default_budget: Budget | None = None,
     ) -> None:
         self.config = config if config is not None else WorkerConfig()
+        # The budget of jobs that carry none (rerender --budget); None: no budget.
+        self.default_budget = default_budget
         self.max_message_bytes = max_message_bytes
         # Each family gets its own section of the configuration, never all of it.
         self.context = RenderContext(
@@ -144,12 +148,13 @@ class Renderer:
             spec = FAMILIES[job.kind]
             result = spec.build(job, self.context)
             messages = self.contributors.apply(job, result.messages)
-            if job.budget is not None:
-                fitted = self._fit(job, spec.build, messages)
+            budget = job.budget or self.default_budget
+            if budget is not None:
+                fitted = self._fit(job, budget, spec.build, messages)
                 if isinstance(fitted, RenderOutcome):
                     return fitted
                 messages = fitted.messages
-                budget_meta = fitted.meta(job.budget.max_prompt_tokens, job.budget.tokenizer)
+                budget_meta = fitted.meta(budget.max_prompt_tokens, budget.tokenizer)
                 tokens_left_out = fitted.tokens_left_out
         except RecursionError:
             return too_deep(job.job_id, job.kind.value)
@@ -196,13 +201,12 @@ class Renderer:
             tokens_left_out=tokens_left_out,
         )
 
-    def _fit(self, job: Job, build: Builder, messages: Messages) -> "Fitted | RenderOutcome":
-        """The job's messages fitted into its budget, or the error reply saying why not."""
+    def _fit(
+        self, job: Job, budget: Budget, build: Builder, messages: Messages
+    ) -> "Fitted | RenderOutcome":
+        """The job's messages fitted into `budget`, or the error reply saying why not."""
         # Imported here: only jobs with a budget pay for the module (and tiktoken).
         from worker.render.budget import OverBudget, UnavailableTokenizer, fit_to_budget
-
-        assert job.budget is not None
-        budget = job.budget
 
         def rebuild(trimmed: Job) -> Messages:
             return self.contributors.apply(trimmed, build(trimmed, self.context).messages)

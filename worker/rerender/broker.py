@@ -32,6 +32,7 @@ import aio_pika
 import orjson
 from aio_pika.abc import AbstractConnection
 
+from schemas.budget import Budget
 from schemas.reply import ErrorCode
 from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder
@@ -83,8 +84,13 @@ class BrokerEngine:
         *,
         window: int = DEFAULT_WINDOW,
         timeout: float = DEFAULT_TIMEOUT,
+        default_budget: Budget | None = None,
     ) -> None:
         self.url = url
+        # Written into every job that has no budget of its own (rerender --budget).
+        self.default_budget = (
+            None if default_budget is None else default_budget.model_dump(mode="json")
+        )
         self.request_queue = request_queue
         self.window = max(1, window)
         self.timeout = timeout
@@ -221,7 +227,7 @@ class BrokerEngine:
                 if not raw.strip():
                     self._pending[seq] = _Pending(None, end, done=True)
                     continue
-                line = parse_line(raw)
+                line = parse_line(raw, self.default_budget)
                 pending = _Pending(line, end)
                 self._pending[seq] = pending
                 if line.body is None:

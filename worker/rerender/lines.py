@@ -194,8 +194,9 @@ def canonical_kind(kind: Any) -> str | None:
     return alias.value if alias is not None else None
 
 
-def parse_line(raw: bytes) -> Line:
-    """Route one non-blank line: its job body, identity and prior messages, or why it is bad."""
+def parse_line(raw: bytes, default_budget: dict[str, Any] | None = None) -> Line:
+    """Route one non-blank line: its job body, identity and prior messages, or why it is
+    bad. A job without a budget gets `default_budget` (rerender --budget), if given."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -219,6 +220,8 @@ def parse_line(raw: bytes) -> Line:
     else:
         job = data
         line = Line(raw)
+    if default_budget is not None and line.body is not None and "budget" not in job:
+        line.body = orjson.dumps({**job, "budget": default_budget})
     job_id = job.get("job_id")
     line.job_id = job_id if isinstance(job_id, str) and job_id else None
     line.kind = canonical_kind(job.get("kind"))
