@@ -45,6 +45,9 @@ BLOCK_SHARE = 8
 CHARS_PER_TOKEN = 4
 # Tokens an item's framing (headings, separators) adds to its text, for the guide counts.
 ITEM_FRAMING = 8
+# Tokens that joining two texts may save at their seam (a merge across it), so that a
+# sum of separately counted pieces stays a floor under the count of the whole.
+SEAM_TOKENS = 2
 # How many shortened candidates are tried before every text is cut to nothing.
 MIDDLE_ROUNDS = 8
 
@@ -198,23 +201,47 @@ class Trimmer:
             elisions.append(Elision(section.name, len(indexes), chars, tokens))
         return job, elisions
 
-    def _minimal_cuts(self) -> list[int] | None:
-        """The fewest items to leave out by the guide counts, or None when all of them
-        fit (then only the whole prompt's count can tell)."""
+    def _minimal_cuts(self) -> tuple[list[int] | None, bool]:
+        """The fewest items to leave out by the guide counts (None when all of them fit),
+        and whether the guide counts alone prove the whole prompt is over the budget
+        (else only counting it can tell)."""
         skeleton, _ = self._cut_job([len(t.indexes) for t in self.tiers], placeholder=True)
-        room = self.limit - prompt_size(self.build(skeleton), self.tokenizer)
-        cuts = [0] * len(self.tiers)
+        fixed = prompt_size(self.build(skeleton), self.tokenizer)
+        room = self.limit - fixed
+        # What the whole prompt takes at least: the skeleton less its markers, plus every
+        # item counted so far less what joining texts may save at their seams.
+        floor = fixed - self._placeholder_tokens()
+        cuts: list[int] | None = None
         for t in reversed(range(len(self.tiers))):
             tier = self.tiers[t]
             for position in reversed(range(len(tier.indexes))):
                 tokens = self._item_tokens(tier, position)
-                if tokens > room:
+                floor += tokens - ITEM_FRAMING - SEAM_TOKENS
+                if cuts is None and tokens > room:
+                    cuts = [0] * len(self.tiers)
                     cuts[t] = position + 1
                     for earlier in range(t):
                         cuts[earlier] = len(self.tiers[earlier].indexes)
-                    return cuts
                 room -= tokens
-        return None
+                if cuts is not None and floor > self.limit:
+                    return cuts, True
+        return cuts, False
+
+    def _placeholder_tokens(self) -> int:
+        """Tokens of the skeleton's markers, with their framing."""
+        sections = {tier.section.name: tier.section for tier in self.tiers}
+        return sum(
+            self.tokenizer.count(
+                markers.items_left_out(
+                    markers.PLACEHOLDER_COUNT,
+                    section.noun,
+                    markers.PLACEHOLDER_SIZE,
+                    markers.PLACEHOLDER_SIZE,
+                )
+            )
+            + ITEM_FRAMING
+            for section in sections.values()
+        )
 
     def _round_up(self, cuts: list[int]) -> list[int]:
         """Cuts extended to the block boundary at or after each tier's cut."""
@@ -248,15 +275,16 @@ class Trimmer:
         bound = sum(self.tokenizer.at_most(text) for text in contents)
         if bound <= self.limit:
             return Fitted(messages, bound, counted=self.tokenizer.name == DEFAULT_TOKENIZER)
-        cuts = self._minimal_cuts() if self.tiers else None
-        if cuts is None:
+        cuts, over = self._minimal_cuts() if self.tiers else (None, False)
+        if not over:
             size = prompt_size(messages, self.tokenizer)
             if size <= self.limit:
                 return Fitted(messages, size)
             if not self.tiers:
                 return self._fit_middles(self.job, [], size)
-            cuts = [0] * len(self.tiers)
-            cuts[0] = 1
+            if cuts is None:
+                cuts = [1] + [0] * (len(self.tiers) - 1)
+        assert cuts is not None  # proven over means some cut was found
         cuts = self._round_up(cuts)
         while True:
             job, elisions = self._cut_job(cuts)
