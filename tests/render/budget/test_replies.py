@@ -67,7 +67,7 @@ def test_one_token_less_leaves_out_the_oldest_events_behind_a_marker(renderer: R
     assert f"event {left_out - 1}:" not in user
     positions = [user.index(f"event {n}:") for n in range(left_out, 30)]
     assert positions == sorted(positions)
-    marker = items_left_out(left_out, "event", elision["chars"], elision["tokens"])
+    marker = items_left_out(left_out, "event", elision["chars"])
     assert f"### left out\n\n{marker}\n\n### Tool Result" in user
     assert user.index(marker) < positions[0]
     # Only the events' part of the message changed.

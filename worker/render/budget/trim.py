@@ -183,13 +183,10 @@ class Trimmer:
             indexes = {tier.indexes[position] for tier, position in gone}
             if placeholder:
                 text = markers.items_left_out(
-                    markers.PLACEHOLDER_COUNT,
-                    section.noun,
-                    markers.PLACEHOLDER_SIZE,
-                    markers.PLACEHOLDER_SIZE,
+                    markers.PLACEHOLDER_COUNT, section.noun, markers.PLACEHOLDER_CHARS
                 )
             else:
-                text = markers.items_left_out(len(indexes), section.noun, chars, tokens)
+                text = markers.items_left_out(len(indexes), section.noun, chars)
             first = min(indexes)
             kept: list[Any] = []
             for i, item in enumerate(items):
@@ -233,10 +230,7 @@ class Trimmer:
         return sum(
             self.tokenizer.count(
                 markers.items_left_out(
-                    markers.PLACEHOLDER_COUNT,
-                    section.noun,
-                    markers.PLACEHOLDER_SIZE,
-                    markers.PLACEHOLDER_SIZE,
+                    markers.PLACEHOLDER_COUNT, section.noun, markers.PLACEHOLDER_CHARS
                 )
             )
             + ITEM_FRAMING
@@ -334,7 +328,7 @@ class Trimmer:
             tail = keep - head
             gone = length - keep
             tokens = slot.tokens - cap
-            middle = markers.middle_left_out(gone, tokens)
+            middle = markers.middle_left_out(gone)
             text = slot.text[:head] + middle + slot.text[length - tail :]
             job = set_at(job, slot.path, text)
             elisions.append(Elision(slot.name, 1, gone, tokens))
@@ -342,9 +336,7 @@ class Trimmer:
 
     def _fit_middles(self, job: Job, elisions: list[Elision], size: int) -> Fitted | OverBudget:
         slots = self._slots(job)
-        marker_tokens = self.tokenizer.count(
-            markers.middle_left_out(markers.PLACEHOLDER_SIZE, markers.PLACEHOLDER_SIZE)
-        )
+        marker_tokens = self.tokenizer.count(markers.middle_left_out(markers.PLACEHOLDER_CHARS))
         excess = size - self.limit
         for _ in range(MIDDLE_ROUNDS):
             cap = _water_level(slots, excess, marker_tokens)
