@@ -119,7 +119,10 @@ def shared_prefix(a: list[dict[str, str]], b: list[dict[str, str]]) -> float:
     """Share of `b` (all messages, in order) that is a prefix of `a`."""
     left = "\x00".join(m["role"] + "\x00" + m["content"] for m in a)
     right = "\x00".join(m["role"] + "\x00" + m["content"] for m in b)
-    same = len(os.path.commonprefix([left, right]))
+    same = next(
+        (i for i, (x, y) in enumerate(zip(left, right, strict=False)) if x != y),
+        min(len(left), len(right)),
+    )
     return same / len(right)
 
 
