@@ -1,5 +1,6 @@
 """Stable prefixes: a growing session keeps its prefix until a new block is cut."""
 
+import itertools
 from typing import Any
 
 from schemas.budget import Budget
@@ -42,7 +43,7 @@ def test_the_prefix_holds_until_a_new_block_is_cut(renderer: Renderer) -> None:
     cuts = [left_out for left_out, _ in renders]
     assert cuts == sorted(cuts), "what was left out never comes back"
     assert cuts[-1] > 40, "the session grew well past its budget"
-    for (before_cut, before), (after_cut, after) in zip(renders, renders[1:], strict=False):
+    for (before_cut, before), (after_cut, after) in itertools.pairwise(renders):
         if before_cut == after_cut:
             # Everything up to the end of the earlier events is still there, unchanged.
             assert after.startswith(before[: before.index(END)])
