@@ -7,7 +7,7 @@ trim.py how), or `OverBudget`. Imported only for jobs that carry a budget.
 
 from collections.abc import Callable
 
-from schemas.budget import Budget
+from schemas.budget import DEFAULT_TOKENIZER, Budget
 from schemas.job import Job
 from worker.render.budget.meta import Elision, Fitted, OverBudget
 from worker.render.budget.plans import plan_for
@@ -27,5 +27,10 @@ def fit_to_budget(
     """`messages` (built from `job` by `build`) fitted into `budget`. Raises
     UnavailableTokenizer."""
     tokenizer = get(budget.tokenizer)
-    trimmer = Trimmer(job, build, plan_for(job), budget.max_prompt_tokens, tokenizer, block_share)
-    return trimmer.fit(messages)
+    limit = budget.max_prompt_tokens
+    # Most jobs are far under their budget: their size alone proves it, before any
+    # planning or tokenizing.
+    bound = sum(tokenizer.at_most(m["content"]) for m in messages)
+    if bound <= limit:
+        return Fitted(messages, bound, counted=tokenizer.name == DEFAULT_TOKENIZER)
+    return Trimmer(job, build, plan_for(job), limit, tokenizer, block_share).fit(messages)

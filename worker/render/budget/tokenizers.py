@@ -6,7 +6,6 @@ imported, and the vocabulary read and checked, on the first job that names it, n
 start-up: most commands and most jobs need neither.
 """
 
-import math
 import threading
 from collections.abc import Sequence
 from typing import Protocol
@@ -72,9 +71,8 @@ class TiktokenTokenizer:
         return [len(encode(text)) for text in texts]
 
     def at_most(self, text: str) -> int:
-        # Every token of an ordinary encoding stands for at least one UTF-8 byte, and a
-        # code point takes at most four.
-        return len(text) if text.isascii() else 4 * len(text)
+        # Every token of an ordinary encoding stands for at least one UTF-8 byte.
+        return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 class _Encoding(Protocol):
@@ -113,7 +111,3 @@ def get(name: str) -> Tokenizer:
             raise UnavailableTokenizer(name, available()) from None
         tokenizer = _loaded[name] = TiktokenTokenizer(name, encoding)
         return tokenizer
-
-
-def ceil_div(a: int, b: int) -> int:
-    return math.ceil(a / b)

@@ -26,7 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.budget import DEFAULT_TOKENIZER
 from schemas.job import Job
 from worker.render.budget import markers
 from worker.render.budget.edits import Path, get_at, set_at
@@ -265,10 +264,8 @@ class Trimmer:
     # -- the whole ------------------------------------------------------------------
 
     def fit(self, messages: Messages) -> Fitted | OverBudget:
-        contents = [m["content"] for m in messages]
-        bound = sum(self.tokenizer.at_most(text) for text in contents)
-        if bound <= self.limit:
-            return Fitted(messages, bound, counted=self.tokenizer.name == DEFAULT_TOKENIZER)
+        """`messages` (the job's, whole) fitted; the caller has found no bound under the
+        budget that proves them to fit without counting."""
         cuts, over = self._minimal_cuts() if self.tiers else (None, False)
         if not over:
             size = prompt_size(messages, self.tokenizer)
