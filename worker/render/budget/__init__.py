@@ -31,6 +31,8 @@ def fit_to_budget(
     # Most jobs are far under their budget: their size alone proves it, before any
     # planning or tokenizing.
     bound = sum(tokenizer.at_most(m["content"]) for m in messages)
+    if bound > limit:
+        bound = sum(tokenizer.at_most(m["content"], tight=True) for m in messages)
     if bound <= limit:
         return Fitted(messages, bound, counted=tokenizer.name == DEFAULT_TOKENIZER)
     return Trimmer(job, build, plan_for(job), limit, tokenizer, block_share).fit(messages)

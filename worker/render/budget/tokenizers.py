@@ -24,8 +24,9 @@ class Tokenizer(Protocol):
         """Tokens in each text, in order."""
         ...
 
-    def at_most(self, text: str) -> int:
-        """An upper bound of `count(text)` that costs no tokenizing."""
+    def at_most(self, text: str, tight: bool = False) -> int:
+        """An upper bound of `count(text)` that costs no tokenizing; `tight` spends a
+        little more time on a closer one."""
         ...
 
 
@@ -51,7 +52,7 @@ class EstimateTokenizer:
     def count_many(self, texts: Sequence[str]) -> list[int]:
         return [-(-len(text) // 4) for text in texts]
 
-    def at_most(self, text: str) -> int:
+    def at_most(self, text: str, tight: bool = False) -> int:
         return -(-len(text) // 4)
 
 
@@ -70,9 +71,12 @@ class TiktokenTokenizer:
         encode = self._encoding.encode_ordinary
         return [len(encode(text)) for text in texts]
 
-    def at_most(self, text: str) -> int:
-        # Every token of an ordinary encoding stands for at least one UTF-8 byte.
-        return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    def at_most(self, text: str, tight: bool = False) -> int:
+        # Every token of an ordinary encoding stands for at least one UTF-8 byte, and a
+        # code point takes at most four; encoding a wide text to measure it costs time.
+        if text.isascii():
+            return len(text)
+        return len(text.encode("utf-8", "surrogatepass")) if tight else 4 * len(text)
 
 
 class _Encoding(Protocol):
