@@ -62,6 +62,21 @@ def test_json_lines_from_stdin_in_order_with_a_bad_line() -> None:
     assert [r["messages"] for r in ok] == [c["expected_messages"] for c in cases]
 
 
+def test_a_job_budget_applies_and_an_over_budget_job_exits_1() -> None:
+    job = json.loads((BENCH_JOBS / "typical_react_job.json").read_text(encoding="utf-8"))
+    fits = {**job, "job_id": "fits", "budget": {"max_prompt_tokens": 3000}}
+    cannot = {**job, "job_id": "cannot", "budget": {"max_prompt_tokens": 10}}
+    stdin = (json.dumps(fits) + "\n" + json.dumps(cannot) + "\n").encode()
+    config = str(BENCH_JOBS / "worker.yaml")
+    result = prompt_worker("render", "-", "--config", config, stdin=stdin)
+    assert result.returncode == 1
+    trimmed, refused = replies(result.stdout)
+    budget = trimmed["meta"]["budget"]
+    assert budget["trimmed"] and budget["prompt_tokens"] <= 3000
+    assert sum(-(-len(m["content"]) // 4) for m in trimmed["messages"]) == budget["prompt_tokens"]
+    assert refused["error"]["code"] == "over_budget"
+
+
 def test_config_from_environment(tmp_path: Path) -> None:
     job = {"job_id": "j", "kind": "react", "stage": {"mcp_servers": ["kubernetes-server"]}}
     env = {"PROMPT_WORKER_CONFIG": str(CONFORMANCE / "worker.yaml"), "PATH": "/usr/bin:/bin"}
