@@ -76,3 +76,16 @@ def test_an_unknown_name_lists_what_is_available() -> None:
         tokenizers.get("gpt-9")
     assert caught.value.available == tokenizers.available()
     assert "estimate, cl100k_base" in str(caught.value)
+
+
+def test_an_encoding_whose_vocabulary_is_not_one_file_is_refused_not_fetched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_download(blobpath: str) -> bytes:
+        raise AssertionError(f"tried to fetch {blobpath}")
+
+    monkeypatch.setattr(tiktoken.load, "read_file", no_download)
+    fake = tmp_path / "gpt2.tiktoken"
+    fake.write_bytes(b"")
+    with pytest.raises(vocabularies.VocabularyError, match="no single installable"):
+        vocabularies.load("gpt2", fake)

@@ -95,12 +95,20 @@ def load(name: str, file: Path) -> "tiktoken.Encoding":
             )
         return _ranks(data, file)
 
+    def no_download(*args: Any, **kwargs: Any) -> dict[bytes, int]:
+        # gpt2's constructor reads two files in another format, from the network.
+        raise VocabularyError(f"{name} has no single installable vocabulary file")
+
     with _swap_lock:
-        original = openai_public.load_tiktoken_bpe
+        originals = (openai_public.load_tiktoken_bpe, openai_public.data_gym_to_mergeable_bpe_ranks)
         openai_public.load_tiktoken_bpe = installed_ranks
+        openai_public.data_gym_to_mergeable_bpe_ranks = no_download
         try:
             spec = constructor()
         finally:
-            openai_public.load_tiktoken_bpe = original
+            (
+                openai_public.load_tiktoken_bpe,
+                openai_public.data_gym_to_mergeable_bpe_ranks,
+            ) = originals
     spec["name"] = name
     return tiktoken.Encoding(**spec)
