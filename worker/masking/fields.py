@@ -40,6 +40,7 @@ FIELDS: dict[str, tuple[tuple[str, Shape], ...]] = {
         ("chat.history[].messages[].content", TEXT),
     ),
     "forced_conclusion": (),  # an iteration number and a strategy: no text
+    "budget": (),  # a token count and a tokenizer's name: no text
     "mcp_summarization": (
         ("mcp_summarization.conversation_context", TEXT),
         ("mcp_summarization.result_text", TEXT),
