@@ -4,17 +4,23 @@ Every setting has a flag and a `PROMPT_WORKER_*` variable; a flag given on the c
 line wins over the variable, which wins over the default. A bad value is a
 `SettingsError` naming where it came from (`--prefetch` or `PROMPT_WORKER_PREFETCH`), so
 the command can exit 2 with one clear line instead of a traceback.
+
+A secret setting (the broker URL, which holds the password) can also be read from a file
+(`PROMPT_WORKER_AMQP_URL_FILE`, `--amqp-url-file`), as Kubernetes and Docker mount
+secrets: an environment variable is readable in /proc/PID/environ, `docker inspect` and
+crash reports. Error messages about a secret never quote its value.
 """
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from worker.render.renderer import DEFAULT_MAX_MESSAGE_BYTES
 from worker.transport import topology
+from worker.transport.tls import TlsFiles, TlsFilesError, connect_kwargs
 
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_PREFETCH = 64
@@ -58,6 +64,17 @@ class Settings:
     processes: int = 1
     offload_bytes: int = DEFAULT_OFFLOAD_BYTES
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    # Secret settings read from a file: field -> path. Passed on as the path, so a
+    # supervised worker process reads the file itself and the value stays out of its
+    # environment.
+    secret_files: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def tls(self) -> TlsFiles:
+        return TlsFiles(self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
 
     @property
     def topology(self) -> topology.Topology:
@@ -71,11 +88,20 @@ class Settings:
     def to_env(self) -> dict[str, str]:
         """These settings as environment variables (how the supervisor passes them on)."""
         env: dict[str, str] = {}
+        files = dict(self.secret_files)
         for spec in SETTINGS:
             value = getattr(self, spec.field)
-            if value is not None:
+            if spec.field in files:
+                env[spec.file_env] = files[spec.field]
+            elif value is not None:
                 env[spec.env] = str(value)
         return env
+
+
+def without_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` less every setting's variables (and their `_FILE` forms)."""
+    names = {spec.env for spec in SETTINGS} | {spec.file_env for spec in SETTINGS if spec.secret}
+    return {key: value for key, value in environ.items() if key not in names}
 
 
 def _int_in(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -103,11 +129,18 @@ def _positive_float(text: str) -> float:
 
 
 def _amqp_url(text: str) -> str:
-    parts = urlsplit(text)
-    if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
-        raise ValueError(
-            f"expected amqp://user:password@host:port/vhost or amqps://..., got {text!r}"
-        )
+    # The URL holds the password: the message describes the value, never quotes it.
+    expected = "expected amqp://user:password@host:port/vhost or amqps://..."
+    try:
+        parts = urlsplit(text)
+        hostname = parts.hostname
+    except ValueError:
+        raise ValueError(f"{expected}, got something that is not a URL") from None
+    if parts.scheme not in ("amqp", "amqps"):
+        scheme = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
+        raise ValueError(f"{expected}, got {scheme}")
+    if not hostname:
+        raise ValueError(f"{expected}, got no host")
     return text
 
 
@@ -143,6 +176,20 @@ class SettingSpec:
     parse: Callable[[str], Any]
     help: str
     metavar: str = ""
+    # Also read from a file (flag + "-file", variable + "_FILE"); never quoted in errors.
+    secret: bool = False
+
+    @property
+    def file_flag(self) -> str:
+        return f"{self.flag}-file"
+
+    @property
+    def file_env(self) -> str:
+        return f"{self.env}_FILE"
+
+    @property
+    def file_field(self) -> str:
+        return f"{self.field}_file"
 
 
 SETTINGS: tuple[SettingSpec, ...] = (
@@ -153,6 +200,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
         _amqp_url,
         "broker URL, amqp:// or amqps://",
         "URL",
+        secret=True,
     ),
     SettingSpec(
         "request_queue",
@@ -266,15 +314,45 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "seconds to finish in-flight jobs after SIGTERM",
         "SECONDS",
     ),
+    SettingSpec(
+        "tls_ca_file",
+        "--tls-ca-file",
+        "PROMPT_WORKER_TLS_CA_FILE",
+        _path,
+        "CA certificates (PEM) the broker's certificate must chain to (amqps://)",
+        "PATH",
+    ),
+    SettingSpec(
+        "tls_cert_file",
+        "--tls-cert-file",
+        "PROMPT_WORKER_TLS_CERT_FILE",
+        _path,
+        "client certificate (PEM) for mutual TLS",
+        "PATH",
+    ),
+    SettingSpec(
+        "tls_key_file",
+        "--tls-key-file",
+        "PROMPT_WORKER_TLS_KEY_FILE",
+        _path,
+        "private key (PEM, unencrypted) of the client certificate",
+        "PATH",
+    ),
 )
 
-assert {s.field for s in SETTINGS} == {f.name for f in dataclasses.fields(Settings)}
+assert {s.field for s in SETTINGS} | {"secret_files"} == {
+    f.name for f in dataclasses.fields(Settings)
+}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per setting; unset flags stay None so the environment can fill them."""
+def add_arguments(parser: argparse.ArgumentParser, fields: Iterable[str] | None = None) -> None:
+    """Add one flag per setting (of `fields`, default all); unset flags stay None so the
+    environment can fill them."""
     defaults = Settings()
+    wanted = None if fields is None else set(fields)
     for spec in SETTINGS:
+        if wanted is not None and spec.field not in wanted:
+            continue
         default = getattr(defaults, spec.field)
         shown = "auto" if default is None else default
         parser.add_argument(
@@ -284,6 +362,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             default=None,
             help=f"{spec.help} (${spec.env}; default {shown})",
         )
+        if spec.secret:
+            parser.add_argument(
+                spec.file_flag,
+                dest=spec.file_field,
+                metavar="PATH",
+                default=None,
+                help=f"read {spec.flag}'s value from this file, e.g. a mounted secret "
+                f"(${spec.file_env})",
+            )
+
+
+def _read_secret(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text") from None
+    # Secret files are usually written with a final newline, which is not the value.
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def _lookup(
+    spec: SettingSpec, flags: Mapping[str, str | None], environ: Mapping[str, str]
+) -> tuple[str, str, str | None] | None:
+    """(where it came from, its text, the file it was read from), or None when unset.
+
+    The command line wins over the environment; at either level, a secret given both
+    directly and as a file is an error rather than a guess.
+    """
+    levels = (
+        (spec.flag, flags.get(spec.field), spec.file_flag, flags.get(spec.file_field)),
+        (spec.env, environ.get(spec.env), spec.file_env, environ.get(spec.file_env)),
+    )
+    for name, value, file_name, path in levels:
+        if not spec.secret:
+            path = None
+        if value is not None and path is not None:
+            raise ValueError(f"{name} and {file_name} are both set; set only one")
+        if value is not None:
+            return name, value, None
+        if path is not None:
+            try:
+                return file_name, _read_secret(path), path
+            except ValueError as exc:
+                raise ValueError(f"{file_name}: {exc}") from None
+    return None
 
 
 def resolve(flags: Mapping[str, str | None], environ: Mapping[str, str]) -> Settings:
@@ -292,22 +418,31 @@ def resolve(flags: Mapping[str, str | None], environ: Mapping[str, str]) -> Sett
     All problems are collected, so a misconfigured deployment is fixed in one go.
     """
     values: dict[str, Any] = {}
+    secret_files: list[tuple[str, str]] = []
     problems: list[str] = []
     for spec in SETTINGS:
-        flag_value = flags.get(spec.field)
-        if flag_value is not None:
-            source, text = spec.flag, flag_value
-        elif spec.env in environ:
-            source, text = spec.env, environ[spec.env]
-        else:
+        try:
+            found = _lookup(spec, flags, environ)
+        except ValueError as exc:
+            problems.append(str(exc))
             continue
+        if found is None:
+            continue
+        source, text, path = found
         try:
             values[spec.field] = spec.parse(text)
         except ValueError as exc:
             problems.append(f"{source}: {exc}")
+        if path is not None:
+            secret_files.append((spec.field, path))
     if problems:
         raise SettingsError("; ".join(problems))
-    settings = Settings(**values)
+    settings = Settings(**values, secret_files=tuple(secret_files))
+    try:
+        # Loads the CA, certificate and key once, so a bad file is a start-up error.
+        connect_kwargs(settings.amqp_url, settings.tls)
+    except TlsFilesError as exc:
+        raise SettingsError(str(exc)) from None
     names = {settings.request_queue, settings.reply_queue, settings.dead_letter_queue}
     if len(names) != 3:
         raise SettingsError(
@@ -318,7 +453,12 @@ def resolve(flags: Mapping[str, str | None], environ: Mapping[str, str]) -> Sett
 
 
 def from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
-    return resolve({spec.field: getattr(args, spec.field, None) for spec in SETTINGS}, environ)
+    """Settings from the flags `add_arguments` added to `args` and the environment."""
+    flags = {spec.field: getattr(args, spec.field, None) for spec in SETTINGS}
+    flags.update(
+        {spec.file_field: getattr(args, spec.file_field, None) for spec in SETTINGS if spec.secret}
+    )
+    return resolve(flags, environ)
 
 
 def from_env(environ: Mapping[str, str]) -> Settings:

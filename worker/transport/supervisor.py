@@ -23,7 +23,7 @@ from types import FrameType
 
 from worker.ops.logs import get_logger
 from worker.transport.process import die_with_parent
-from worker.transport.settings import Settings
+from worker.transport.settings import Settings, without_settings
 
 CONFIG_ERROR_EXIT = 2
 # A worker that lived this long before dying is restarted at once; one that keeps
@@ -52,7 +52,9 @@ class Supervisor:
         self._exit_code = 0
 
     def _child_env(self, index: int) -> dict[str, str]:
-        env = dict(os.environ)
+        # The resolved settings replace the inherited ones, so a URL read from a file is
+        # passed on as that file (never as its value) and no setting is given twice.
+        env = without_settings(os.environ)
         env.update(self.settings.to_env())
         env["PROMPT_WORKER_PROCESSES"] = "1"
         port = self.settings.http_port
