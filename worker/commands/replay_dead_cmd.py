@@ -20,9 +20,17 @@ import orjson
 
 from worker.transport import settings
 from worker.transport.replay import Action, DeadLetter, ReplayError, replay_dead
+from worker.transport.tls import refusal
 
 # The serve settings this command needs, with the same flags and variables.
-_SETTINGS = ("amqp_url", "request_queue", "dead_letter_queue")
+_SETTINGS = (
+    "amqp_url",
+    "request_queue",
+    "dead_letter_queue",
+    "tls_ca_file",
+    "tls_cert_file",
+    "tls_key_file",
+)
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -44,16 +52,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     parser.add_argument(
         "--json", action="store_true", help="one JSON object a line instead of a table"
     )
-    defaults = settings.Settings()
-    for spec in settings.SETTINGS:
-        if spec.field in _SETTINGS:
-            parser.add_argument(
-                spec.flag,
-                dest=spec.field,
-                metavar=spec.metavar or None,
-                default=None,
-                help=f"{spec.help} (${spec.env}; default {getattr(defaults, spec.field)})",
-            )
+    settings.add_arguments(parser, _SETTINGS)
     parser.set_defaults(func=run)
 
 
@@ -83,7 +82,7 @@ def _row(action: Action, letter: DeadLetter) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = settings.resolve({field: getattr(args, field) for field in _SETTINGS}, os.environ)
+        config = settings.from_args(args, os.environ)
     except settings.SettingsError as exc:
         print(f"prompt-worker replay-dead: {exc}", file=sys.stderr)
         return 2
@@ -107,13 +106,15 @@ def run(args: argparse.Namespace) -> int:
                 limit=args.limit,
                 kind=args.filter_kind,
                 on_letter=show,
+                tls=config.tls,
             )
         )
     except ReplayError as exc:
         print(f"prompt-worker replay-dead: {exc}", file=sys.stderr)
         return 2
     except (OSError, ConnectionError) as exc:
-        print(f"prompt-worker replay-dead: cannot reach the broker: {exc}", file=sys.stderr)
+        reason = refusal(exc) or str(exc)
+        print(f"prompt-worker replay-dead: cannot reach the broker: {reason}", file=sys.stderr)
         return 2
 
     what = "listed (dry run)" if args.dry_run else "replayed"

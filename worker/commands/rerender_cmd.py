@@ -18,7 +18,6 @@ import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from worker.commands.common import add_config_argument, load_config_or_exit
 from worker.errors import ConfigError
@@ -34,6 +33,11 @@ from worker.rerender.run import (
     run as run_rerender,
 )
 from worker.rerender.sink import Engine
+from worker.transport.settings import add_arguments as add_setting_arguments
+from worker.transport.settings import parse_amqp_url
+
+# The serve settings the broker engine shares, with the same flags and variables.
+_TLS_SETTINGS = ("tls_ca_file", "tls_cert_file", "tls_key_file")
 
 if TYPE_CHECKING:
     from schemas.budget import Budget
@@ -68,13 +72,12 @@ def _seconds(text: str) -> float:
 def _amqp_url(text: str) -> str:
     if not text:
         return text  # a bare --broker (argparse passes its const through here too)
-    parts = urlsplit(text)
-    if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
+    try:
+        return parse_amqp_url(text)
+    except ValueError as exc:
         raise argparse.ArgumentTypeError(
-            f"expected amqp://user:password@host:port/vhost, got {text!r} "
-            "(write --broker=URL, or put INPUT before --broker)"
-        )
-    return text
+            f"{exc} (write --broker=URL, or put INPUT before --broker)"
+        ) from None
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -103,7 +106,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         default=None,
         type=_amqp_url,
         metavar="AMQP_URL",
-        help=f"render through the worker fleet; URL default ${AMQP_URL_ENV}, "
+        help=f"render through the worker fleet; URL default ${AMQP_URL_ENV} (or a file named by ${AMQP_URL_ENV}_FILE), "
         "else amqp://guest:guest@127.0.0.1:5672/ (write --broker=URL after INPUT)",
     )
     local = parser.add_argument_group("local engine")
@@ -137,6 +140,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         help="wait for a reply this long, then publish once more, then record a timeout "
         "(default 60)",
     )
+    add_setting_arguments(broker, _TLS_SETTINGS)
     budget = parser.add_argument_group(
         "budgets", "what would have been sent to a model with a smaller context window"
     )
@@ -204,21 +208,22 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 def _broker_engine(args: argparse.Namespace) -> Engine:
     # Imported here: the local engine must not pay for aio-pika at start-up.
     from worker.rerender.broker import DEFAULT_TIMEOUT, DEFAULT_WINDOW, BrokerEngine
-    from worker.transport.settings import DEFAULT_AMQP_URL
-    from worker.transport.topology import DEFAULT_REQUEST_QUEUE
+    from worker.transport.settings import SettingsError, resolve
 
-    url = args.broker or os.environ.get(AMQP_URL_ENV) or DEFAULT_AMQP_URL
+    flags = {field: getattr(args, field) for field in _TLS_SETTINGS}
+    # $PROMPT_WORKER_AMQP_URL(_FILE) and the queue variable are serve's, read the same way.
+    flags.update(amqp_url=args.broker or None, request_queue=args.request_queue)
     try:
-        url = _amqp_url(url)
-    except argparse.ArgumentTypeError as exc:
-        raise RerenderError(f"${AMQP_URL_ENV}: {exc}") from None
-    queue = args.request_queue or os.environ.get(REQUEST_QUEUE_ENV) or DEFAULT_REQUEST_QUEUE
+        settings = resolve(flags, os.environ)
+    except SettingsError as exc:
+        raise RerenderError(str(exc)) from None
     return BrokerEngine(
-        url,
-        queue,
+        settings.amqp_url,
+        settings.request_queue,
         window=args.window or DEFAULT_WINDOW,
         timeout=args.timeout or DEFAULT_TIMEOUT,
         default_budget=_default_budget(args),
+        tls=settings.tls,
     )
 
 

@@ -5,7 +5,8 @@ and acknowledges the job once the broker confirmed the reply. Bad input gets an 
 reply and is dead-lettered. Starts before the broker if need be and reconnects on its
 own. SIGTERM/SIGINT: stop taking jobs, finish those in flight, exit 0; a second signal
 exits at once. Every flag has a PROMPT_WORKER_* variable; flags win.
-Exit codes: 0 clean stop, 2 bad settings, configuration or broker topology conflict.
+Exit codes: 0 clean stop, 2 bad settings, configuration, broker topology conflict or a
+broker TLS certificate that fails verification.
 """
 
 import argparse

@@ -38,6 +38,7 @@ from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.sink import EngineError, Input, Sink
 from worker.transport.rpc import RpcLink
+from worker.transport.tls import TlsFiles, connect_kwargs, refusal
 
 DEFAULT_WINDOW = 256
 DEFAULT_TIMEOUT = 60.0
@@ -85,6 +86,7 @@ class BrokerEngine:
         window: int = DEFAULT_WINDOW,
         timeout: float = DEFAULT_TIMEOUT,
         default_budget: Budget | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.url = url
         # Written into every job that has no budget of its own (rerender --budget).
@@ -116,6 +118,7 @@ class BrokerEngine:
             f"prompt-worker.rerender.{self._token}",
             self._on_reply,
             robust=False,
+            connect_kwargs=connect_kwargs(url, tls),
         )
 
     def describe(self) -> dict[str, Any]:
@@ -151,7 +154,7 @@ class BrokerEngine:
         except TimeoutError:
             reason = f"no answer within {CONNECT_TIMEOUT:g} s"
         except Exception as exc:  # refused, DNS, TLS, authentication: all one message
-            reason = str(exc) or type(exc).__name__
+            reason = refusal(exc) or str(exc) or type(exc).__name__
         with contextlib.suppress(Exception):  # connected, then failed: nothing to keep
             await self._link.close()
         raise EngineError(f"cannot reach the broker at {redact_url(self.url)}: {reason}")

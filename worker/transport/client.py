@@ -11,6 +11,11 @@ path and for comparisons in tests; pass one to `schemas.reply.parse_reply` for t
 models. The worker delivers at least once, so a reply can arrive twice; the second copy
 finds no waiting call and is dropped.
 
+For `amqps://` URLs, `tls` names the CA file the broker's certificate must chain to and
+the client certificate and key for mutual TLS (`transport/tls.py`, shared with the
+worker); a broker certificate that fails verification raises `PromptClientError` saying
+so.
+
 The connection is robust. If it drops, the reply queue (same name) and its consumer
 are restored on reconnect and every call still waiting is published again: a reply the
 worker sent while the client was away had nowhere to go. Calls keep waiting through
@@ -33,6 +38,7 @@ from aio_pika.abc import AbstractRobustConnection
 from aiormq.exceptions import DeliveryError, PublishError
 from yarl import URL
 
+from worker.transport import tls as broker_tls
 from worker.transport.rpc import RpcLink
 from worker.transport.topology import DEFAULT_REQUEST_QUEUE
 
@@ -66,8 +72,10 @@ class PromptClient:
         *,
         request_queue: str = DEFAULT_REQUEST_QUEUE,
         timeout: float = DEFAULT_TIMEOUT,
+        tls: broker_tls.TlsFiles | None = None,
     ) -> None:
         self.url = url
+        self.tls = tls
         self.request_queue = request_queue
         self.timeout = timeout
         self._link: RpcLink | None = None
@@ -95,9 +103,22 @@ class PromptClient:
         # Named by the client, not by the broker, so the robust connection re-declares
         # the same queue after a reconnect and requests already out keep their reply_to.
         name = f"prompt-client.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
-        link = RpcLink(url, self.request_queue, name, self._on_reply, robust=True)
+        link = RpcLink(
+            url,
+            self.request_queue,
+            name,
+            self._on_reply,
+            robust=True,
+            connect_kwargs=broker_tls.connect_kwargs(url, self.tls),
+        )
         # fail_fast (aio-pika's default): opening fails at once when the broker is down.
-        await link.open()
+        try:
+            await link.open()
+        except Exception as exc:
+            refused = broker_tls.refusal(exc)
+            if refused is None:
+                raise
+            raise PromptClientError(refused) from exc
         connection = link.connection
         assert isinstance(connection, AbstractRobustConnection)
         connection.reconnect_callbacks.add(self._on_reconnected)

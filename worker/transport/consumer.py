@@ -45,7 +45,7 @@ from worker.ops.logs import format_exception, get_logger, payload_logging_enable
 from worker.ops.metrics import Metrics, kind_label
 from worker.render.renderer import Renderer
 from worker.render.replies import RenderOutcome, error_reply
-from worker.transport import topology
+from worker.transport import tls, topology
 from worker.transport.offload import RenderPool, RenderProcessDied
 from worker.transport.settings import Settings
 
@@ -220,11 +220,12 @@ class Worker:
             return 0
         try:
             connecting.result()
-        except TopologyError as exc:
+        except (TopologyError, tls.TlsRefused) as exc:
             stopping.cancel()
             warming.cancel()
             await asyncio.gather(warming, return_exceptions=True)
-            self.log.error("topology_conflict", error=str(exc))
+            event = "topology_conflict" if isinstance(exc, TopologyError) else "broker_tls_refused"
+            self.log.error(event, error=str(exc))
             await self._close()
             return 2
         await stopping
@@ -233,14 +234,17 @@ class Worker:
         return 0
 
     async def _start(self, warming: "asyncio.Task[bool]") -> None:
+        broker_tls = tls.connect_kwargs(self.settings.amqp_url, self.settings.tls)
         connection = aio_pika.RobustConnection(
             connection_url(self.settings.amqp_url),
             client_properties={"connection_name": self.connection_name},
+            **broker_tls,
         )
         self._connection = connection
         connection.close_callbacks.add(self._on_link_down)
         connection.reconnect_callbacks.add(self._on_reconnected)
         self.log.info("connecting", url=redacted_url(self.settings.amqp_url))
+        await tls.check_server(self.settings.amqp_url, broker_tls)
         await connection.connect()
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         assert isinstance(channel, aio_pika.RobustChannel)

@@ -23,6 +23,7 @@ from aio_pika.abc import AbstractIncomingMessage
 from aiormq.exceptions import ChannelNotFoundEntity, DeliveryError, PublishError
 
 from schemas.job import KIND_ALIASES
+from worker.transport.tls import TlsFiles, connect_kwargs
 
 # Headers RabbitMQ writes when it dead-letters a message. They describe the past death;
 # a replayed job that dies again gets fresh ones from the broker.
@@ -156,6 +157,7 @@ async def replay_dead(
     limit: int | None = None,
     kind: str | None = None,
     on_letter: Callable[[Action, DeadLetter], None] | None = None,
+    tls: TlsFiles | None = None,
 ) -> ReplayResult:
     """List (dry run) or replay up to `limit` dead letters, optionally of one `kind`.
 
@@ -165,7 +167,7 @@ async def replay_dead(
     result = ReplayResult()
     wanted = canonical_kind(kind)
     budget = math.inf if limit is None else limit
-    connection = await aio_pika.connect(amqp_url)
+    connection = await aio_pika.connect(amqp_url, **connect_kwargs(amqp_url, tls))
     async with connection:
         # Passive declarations: replay never creates or re-declares a queue, so it
         # cannot clash with the arguments the worker declared them with.

@@ -40,8 +40,11 @@ class RpcLink:
         on_reply: OnReply,
         *,
         robust: bool,
+        connect_kwargs: dict[str, Any] | None = None,
     ) -> None:
+        """`connect_kwargs`: what `transport.tls.connect_kwargs` built for the URL."""
         self.url = url
+        self.connect_kwargs = connect_kwargs or {}
         self.request_queue = request_queue
         self.reply_queue = reply_queue
         self.robust = robust
@@ -63,7 +66,7 @@ class RpcLink:
     async def open(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Connect, open the channel, declare the reply queue and consume it."""
         connect = aio_pika.connect_robust if self.robust else aio_pika.connect
-        self._connection = await connect(self.url, timeout=timeout)
+        self._connection = await connect(self.url, timeout=timeout, **self.connect_kwargs)
         # on_return_raises: a job published to a queue that does not exist is an
         # error, not a silent drop.
         channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)

@@ -128,7 +128,7 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _amqp_url(text: str) -> str:
+def parse_amqp_url(text: str) -> str:
     # The URL holds the password: the message describes the value, never quotes it.
     expected = "expected amqp://user:password@host:port/vhost or amqps://..."
     try:
@@ -197,7 +197,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "amqp_url",
         "--amqp-url",
         "PROMPT_WORKER_AMQP_URL",
-        _amqp_url,
+        parse_amqp_url,
         "broker URL, amqp:// or amqps://",
         "URL",
         secret=True,
@@ -345,7 +345,9 @@ assert {s.field for s in SETTINGS} | {"secret_files"} == {
 }
 
 
-def add_arguments(parser: argparse.ArgumentParser, fields: Iterable[str] | None = None) -> None:
+def add_arguments(
+    parser: "argparse._ActionsContainer", fields: Iterable[str] | None = None
+) -> None:
     """Add one flag per setting (of `fields`, default all); unset flags stay None so the
     environment can fill them."""
     defaults = Settings()

@@ -102,13 +102,21 @@ def refusal(exc: BaseException) -> str | None:
     return None
 
 
-async def check_server(url: str | URL, context: ssl.SSLContext, timeout: float) -> None:  # noqa: ASYNC109
+async def check_server(
+    url: str | URL,
+    kwargs: dict[str, Any],
+    timeout: float = 10.0,  # noqa: ASYNC109
+) -> None:
     """A TLS handshake with the broker, to refuse a wrong certificate at once.
 
     The worker's robust connection retries every failure forever; a certificate that
     fails verification will not get better, so it is checked before. Raises
     `TlsRefused`; an unreachable broker is left to the connection's own retries.
+    `kwargs` is what `connect_kwargs` gave; nothing is checked for `amqp://`.
     """
+    context = kwargs.get("ssl_context")
+    if context is None:
+        return
     parsed = URL(url)
     host = parsed.host or "localhost"
     try:
