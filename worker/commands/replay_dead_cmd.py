@@ -18,6 +18,7 @@ import sys
 
 import orjson
 
+from worker.ops.logs import silence_broker_libraries
 from worker.transport import settings
 from worker.transport.replay import Action, DeadLetter, ReplayError, replay_dead
 from worker.transport.tls import refusal
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.json:
         print("\t".join(COLUMNS))
+    silence_broker_libraries()
     try:
         result = asyncio.run(
             replay_dead(

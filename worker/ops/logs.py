@@ -174,6 +174,14 @@ def configure_logging(
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
+def silence_broker_libraries() -> None:
+    """For one-shot commands that report a broker failure in one line of their own:
+    aio-pika and aiormq would also log it (through logging's last-resort handler, i.e.
+    on stderr)."""
+    for name in ("aiormq", "aio_pika"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def payload_logging_enabled() -> bool:
     """True only at debug level: the one level allowed to log payload text."""
     return _state["payloads"]

@@ -20,7 +20,6 @@ same error records the local engine writes.
 
 import asyncio
 import contextlib
-import logging
 import threading
 import uuid
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from aio_pika.abc import AbstractConnection
 
 from schemas.budget import Budget
 from schemas.reply import ErrorCode
+from worker.ops.logs import silence_broker_libraries
 from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.sink import EngineError, Input, Sink
@@ -144,10 +144,7 @@ class BrokerEngine:
     # -- connection ------------------------------------------------------------------
 
     async def _connect(self) -> None:
-        # The libraries log connection failures themselves (through logging's last-resort
-        # handler, i.e. on stderr): this command reports them in one line of its own.
-        for name in ("aiormq", "aio_pika"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+        silence_broker_libraries()
         try:
             await self._link.open(timeout=CONNECT_TIMEOUT)
             return

@@ -97,7 +97,10 @@ def refusal(exc: BaseException) -> str | None:
         seen.add(id(current))
         if isinstance(current, ssl.SSLCertVerificationError):
             detail = current.verify_message or current.reason or str(current)
-            return f"the broker's TLS certificate was refused: {detail}"
+            return (
+                f"the broker's TLS certificate was refused: {detail} (is it signed by the CA "
+                "of --tls-ca-file, and does it name the URL's host?)"
+            )
         current = current.__cause__ or current.__context__
     return None
 

@@ -1,0 +1,260 @@
+"""TLS to the broker, for real: a node with a TLS listener that demands client certificates.
+
+The certificates are made here: a private CA signs the node's certificate (for
+127.0.0.1 and localhost) and the clients'; another CA, which signed nothing the node
+shows, stands for a misconfigured trust store. The node listens on 127.0.0.1:5692 and,
+with the same certificate, on 127.0.0.2:5692, which the certificate does not name.
+`serve`, `PromptClient`, `replay-dead` and `rerender --broker` must verify the node, show
+their certificate (with the EXTERNAL mechanism it is the whole identity) and refuse a
+node they cannot verify with one line and exit 2.
+"""
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import start_worker, topo
+from tests.integration.helpers import REPO, StartWorker, a_job
+from tests.rabbit_nodes import ExtraNode
+from tests.rerender.files import conformance_lines, write_lines
+from tests.tls_certs import Authority, Issued, make_authority, shared_directory
+from worker.transport.client import PromptClient, PromptClientError
+from worker.transport.tls import TlsFiles
+from worker.transport.topology import Topology
+
+__all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used here
+
+pytestmark = [pytest.mark.slow]
+
+NODE_PORT = 5691
+TLS_PORT = 5692
+# The CN of the worker's client certificate, and so its RabbitMQ user under EXTERNAL.
+WORKER_IDENTITY = "prompt-worker-tls"
+GOOD_HOST = "127.0.0.1"
+# Loopback too (Linux routes all of 127/8 to lo), but not in the node's certificate.
+UNNAMED_HOST = "127.0.0.2"
+
+
+@dataclass(frozen=True)
+class TlsNode:
+    node: ExtraNode
+    ca: Authority
+    other_ca: Authority
+    client: Issued
+
+    def url(self, host: str = GOOD_HOST, *, external: bool = False) -> str:
+        if external:
+            return f"amqps://{host}:{TLS_PORT}/?auth=external"
+        return f"amqps://guest:guest@{host}:{TLS_PORT}/"
+
+    def files(self, *, ca: Authority | None = None, client: bool = True) -> TlsFiles:
+        return TlsFiles(
+            str((ca or self.ca).cert),
+            str(self.client.cert) if client else None,
+            str(self.client.key) if client else None,
+        )
+
+
+def tls_env(files: TlsFiles) -> dict[str, str]:
+    env = {"PROMPT_WORKER_TLS_CA_FILE": files.ca_file or ""}
+    if files.cert_file and files.key_file:
+        env["PROMPT_WORKER_TLS_CERT_FILE"] = files.cert_file
+        env["PROMPT_WORKER_TLS_KEY_FILE"] = files.key_file
+    return env
+
+
+@pytest.fixture(scope="module")
+def tls_node() -> Iterator[TlsNode]:
+    directory = shared_directory(Path(f"/tmp/prompt-worker-tls-{uuid.uuid4().hex[:8]}"))
+    try:
+        ca = make_authority(directory, "test-ca")
+        other_ca = make_authority(directory, "other-ca")
+        server = ca.issue(directory, "server", "localhost", hosts=(GOOD_HOST, "localhost"))
+        client = ca.issue(directory, "client", WORKER_IDENTITY, client=True)
+        conf = f"""
+listeners.ssl.1 = {GOOD_HOST}:{TLS_PORT}
+listeners.ssl.2 = {UNNAMED_HOST}:{TLS_PORT}
+ssl_options.cacertfile = {ca.cert}
+ssl_options.certfile = {server.cert}
+ssl_options.keyfile = {server.key}
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = true
+auth_mechanisms.1 = PLAIN
+auth_mechanisms.2 = AMQPLAIN
+auth_mechanisms.3 = EXTERNAL
+ssl_cert_login_from = common_name
+"""
+        with ExtraNode(
+            "tlsnode", NODE_PORT, conf=conf, plugins=["rabbitmq_auth_mechanism_ssl"]
+        ) as node:
+            # A user with no password at all: only its certificate can log it in.
+            if WORKER_IDENTITY not in node.ctl("list_users", "--quiet").stdout.split():
+                node.ctl("add_user", WORKER_IDENTITY, uuid.uuid4().hex)
+            node.ctl("clear_password", WORKER_IDENTITY)
+            node.ctl("set_permissions", "-p", "/", WORKER_IDENTITY, ".*", ".*", ".*")
+            yield TlsNode(node, ca, other_ca, client)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def prompt_worker(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("PROMPT_WORKER_")}
+    return subprocess.run(
+        [sys.executable, "-m", "worker", *args],
+        cwd=REPO,
+        env={**full_env, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def connections(node: ExtraNode) -> list[list[str]]:
+    listing = node.ctl(
+        "list_connections", "user", "ssl", "auth_mechanism", "client_properties", "--quiet"
+    ).stdout
+    return [line.split("\t") for line in listing.splitlines() if line.strip()]
+
+
+async def test_worker_and_client_speak_mutual_tls_and_the_certificate_is_the_identity(
+    tls_node: TlsNode, topo: Topology, start_worker: StartWorker
+) -> None:
+    files = tls_node.files()
+    worker = start_worker(amqp_url=tls_node.url(external=True), env=tls_env(files))
+    await worker.wait_ready()
+
+    async with PromptClient(
+        tls_node.url(), request_queue=topo.request_queue, tls=files, timeout=60
+    ) as client:
+        reply = await client.build(a_job("tls-1"))
+        assert reply["status"] == "ok", reply
+        assert reply["job_id"] == "tls-1"
+
+    rows = connections(tls_node.node)
+    worker_rows = [row for row in rows if "prompt-worker " in row[3]]
+    assert worker_rows, rows
+    for user, ssl, mechanism, _ in worker_rows:
+        assert (user, ssl, mechanism) == (WORKER_IDENTITY, "true", "EXTERNAL")
+
+
+async def test_replay_dead_and_rerender_connect_over_tls(
+    tls_node: TlsNode, topo: Topology, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    files = tls_node.files()
+    env = {**tls_env(files), "PROMPT_WORKER_REQUEST_QUEUE": topo.request_queue}
+    worker = start_worker(amqp_url=tls_node.url(), env=tls_env(files))
+    await worker.wait_ready()
+
+    # A bad job is dead-lettered; replay-dead over TLS lists it.
+    async with PromptClient(
+        tls_node.url(), request_queue=topo.request_queue, tls=files, timeout=60
+    ) as client:
+        reply = await client.build({"job_id": "tls-bad", "kind": "no-such-kind"})
+        assert reply["status"] == "error", reply
+    listed = ""
+    for _ in range(100):
+        result = prompt_worker(
+            "replay-dead",
+            "--dry-run",
+            "--json",
+            "--dead-letter-queue",
+            topo.dead_letter,
+            env={**env, "PROMPT_WORKER_AMQP_URL": tls_node.url()},
+        )
+        assert result.returncode == 0, result.stderr
+        listed = result.stdout
+        if "tls-bad" in listed:
+            break
+        await asyncio.sleep(0.1)
+    assert '"job_id":"tls-bad"' in listed
+
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:3])
+    out = tmp_path / "out.jsonl"
+    result = prompt_worker(
+        "rerender",
+        str(source),
+        "--out",
+        str(out),
+        "--progress",
+        "off",
+        f"--broker={tls_node.url(external=True)}",
+        "--tls-ca-file",
+        str(files.ca_file),
+        "--tls-cert-file",
+        str(files.cert_file),
+        "--tls-key-file",
+        str(files.key_file),
+        env={"PROMPT_WORKER_REQUEST_QUEUE": topo.request_queue},
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(out.read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize(
+    ("host", "trusted", "because"),
+    [
+        (GOOD_HOST, "other", "self-signed certificate in certificate chain"),
+        (UNNAMED_HOST, "test", "certificate is not valid for '127.0.0.2'"),
+    ],
+    ids=["signed-by-another-ca", "host-not-in-certificate"],
+)
+async def test_a_broker_that_cannot_be_verified_is_refused_in_one_line_with_exit_2(
+    tls_node: TlsNode,
+    topo: Topology,
+    start_worker: StartWorker,
+    tmp_path: Path,
+    host: str,
+    trusted: str,
+    because: str,
+) -> None:
+    files = tls_node.files(ca=tls_node.other_ca if trusted == "other" else tls_node.ca)
+    url = tls_node.url(host)
+    env = {**tls_env(files), "PROMPT_WORKER_AMQP_URL": url}
+
+    worker = start_worker(amqp_url=url, env=tls_env(files))
+    assert await worker.wait_exit() == 2
+    errors = [event for event in worker.log_events() if event.get("level") == "error"]
+    assert [event["event"] for event in errors] == ["broker_tls_refused"]
+    assert because in errors[0]["error"]
+    assert "Traceback" not in worker.logs()
+
+    replay = prompt_worker(
+        "replay-dead", "--dry-run", "--dead-letter-queue", topo.dead_letter, env=env
+    )
+    assert replay.returncode == 2
+    assert replay.stderr.count("\n") == 1, replay.stderr
+    assert "TLS certificate was refused" in replay.stderr
+    assert because in replay.stderr
+
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:1])
+    rerender = prompt_worker(
+        "rerender", str(source), "--out", str(tmp_path / "out.jsonl"), "--progress", "off",
+        "--broker", env=env,
+    )  # fmt: skip
+    assert rerender.returncode == 2
+    assert rerender.stderr.count("\n") == 1, rerender.stderr
+    assert because in rerender.stderr
+
+    with pytest.raises(PromptClientError, match="TLS certificate was refused"):
+        async with PromptClient(url, request_queue=topo.request_queue, tls=files):
+            pass
+
+
+def test_a_client_without_a_certificate_is_turned_away(tls_node: TlsNode, topo: Topology) -> None:
+    files = tls_node.files(client=False)
+    env = {**tls_env(files), "PROMPT_WORKER_AMQP_URL": tls_node.url()}
+    result = prompt_worker(
+        "replay-dead", "--dry-run", "--dead-letter-queue", topo.dead_letter, env=env
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "certificate required" in result.stderr
