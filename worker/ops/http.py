@@ -4,6 +4,10 @@
 * `/readyz` answers 200 while the worker is connected and consuming, 503 otherwise
   (starting, broker unreachable, reconnecting, draining for shutdown).
 * `/metrics` is the Prometheus exposition of the worker's own registry.
+
+Nothing else is served: any other path is 404, another method on these three is 405,
+and the `Server` header names the worker without versions. It binds to one address
+(`--http-host`), so a deployment can keep it off public interfaces.
 """
 
 from collections.abc import Callable
@@ -13,6 +17,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from worker.ops.metrics import Metrics
+
+# aiohttp would announce itself with Python's and its own version.
+SERVER_HEADER = "prompt-worker"
 
 
 class HealthServer:
@@ -32,6 +39,7 @@ class HealthServer:
 
     def app(self) -> web.Application:
         app = web.Application()
+        app.on_response_prepare.append(_hide_versions)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
@@ -68,6 +76,10 @@ class HealthServer:
             body=generate_latest(self.metrics.registry),
             headers={"Content-Type": CONTENT_TYPE_LATEST},
         )
+
+
+async def _hide_versions(_: web.Request, response: web.StreamResponse) -> None:
+    response.headers["Server"] = SERVER_HEADER
 
 
 def _dumps(obj: object) -> str:
