@@ -55,12 +55,13 @@ def start_worker(topo: Topology, tmp_path: Path) -> Iterator[StartWorker]:
         *args: str,
         env: dict[str, str] | None = None,
         config: Path | None = CONFORMANCE_CONFIG,
-        amqp_url: str = AMQP_URL,
+        amqp_url: str | None = AMQP_URL,
     ) -> WorkerProcess:
+        """amqp_url=None: the URL comes from `env` (e.g. PROMPT_WORKER_AMQP_URL_FILE)."""
         port = free_port()
         full_env = {
             **os.environ,
-            "PROMPT_WORKER_AMQP_URL": amqp_url,
+            **({"PROMPT_WORKER_AMQP_URL": amqp_url} if amqp_url is not None else {}),
             "PROMPT_WORKER_REQUEST_QUEUE": topo.request_queue,
             "PROMPT_WORKER_REPLY_QUEUE": topo.reply_queue,
             "PROMPT_WORKER_DEAD_LETTER_QUEUE": topo.dead_letter,

@@ -131,6 +131,9 @@ def _positive_float(text: str) -> float:
 def parse_amqp_url(text: str) -> str:
     # The URL holds the password: the message describes the value, never quotes it.
     expected = "expected amqp://user:password@host:port/vhost or amqps://..."
+    if any(char.isspace() or not char.isprintable() for char in text):
+        # urlsplit drops newlines silently; a second line in a secret file is a mistake.
+        raise ValueError(f"{expected}, got whitespace or control characters in it")
     try:
         parts = urlsplit(text)
         hostname = parts.hostname
