@@ -32,7 +32,9 @@ SELECTOR = {
     "app.kubernetes.io/name": "build-prompt-worker",
     "app.kubernetes.io/component": "worker",
 }
-SETTING_ENVS = {spec.env for spec in settings.SETTINGS}
+SETTING_ENVS = {spec.env for spec in settings.SETTINGS} | {
+    spec.file_env for spec in settings.SETTINGS if spec.secret
+}
 
 
 def manifest_files() -> list[Path]:
@@ -162,11 +164,30 @@ def test_grace_period_outlasts_the_drain(res: dict[str, dict[str, Any]]) -> None
 def test_environment_is_made_of_serve_settings(res: dict[str, dict[str, Any]]) -> None:
     env = env_of(res)
     assert set(env) <= SETTING_ENVS
-    amqp = env["PROMPT_WORKER_AMQP_URL"]
-    assert "value" not in amqp, "the broker URL holds credentials: take it from a Secret"
-    plain = {name: item["value"] for name, item in env.items() if "value" in item}
+    assert "PROMPT_WORKER_AMQP_URL" not in env, "the broker URL holds credentials: mount it"
+    plain = {
+        name: item["value"]
+        for name, item in env.items()
+        if "value" in item and name != "PROMPT_WORKER_AMQP_URL_FILE"
+    }
     # The values must be ones `prompt-worker serve` accepts.
     settings.resolve({}, {**plain, "PROMPT_WORKER_AMQP_URL": "amqp://u:p@broker:5672/"})
+
+
+def test_the_broker_url_is_read_from_the_mounted_secret(res: dict[str, dict[str, Any]]) -> None:
+    url_path = Path(env_of(res)["PROMPT_WORKER_AMQP_URL_FILE"]["value"])
+    pod = res["Deployment"]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mount = {m["mountPath"]: m for m in container(res)["volumeMounts"]}[str(url_path.parent)]
+    assert mount["readOnly"] is True
+    secret = volumes[mount["name"]]["secret"]
+    items = {item["path"]: item["key"] for item in secret["items"]}
+    # The same secret and key KEDA reads the URL from.
+    (keda,) = res["TriggerAuthentication"]["spec"]["secretTargetRef"]
+    assert (secret["secretName"], items[url_path.name]) == (keda["name"], keda["key"])
+    # Readable by the worker's group only (YAML 0440 is the integer 288).
+    assert secret["defaultMode"] == 0o440
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
 
 
 def test_config_map_is_mounted_where_the_worker_reads_it(res: dict[str, dict[str, Any]]) -> None:
@@ -203,9 +224,8 @@ def test_keda_scales_the_deployment_on_the_request_queue(res: dict[str, dict[str
     auth = res["TriggerAuthentication"]
     assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
     (ref,) = auth["spec"]["secretTargetRef"]
-    secret = env["PROMPT_WORKER_AMQP_URL"]["valueFrom"]["secretKeyRef"]
     assert ref["parameter"] == "host"
-    assert (ref["name"], ref["key"]) == (secret["name"], secret["key"])
+    # ... the secret the workers mount (test_the_broker_url_is_read_from_the_mounted_secret).
 
 
 def test_disruption_budget_leaves_a_consumer(res: dict[str, dict[str, Any]]) -> None:
