@@ -181,6 +181,8 @@ class SettingSpec:
     metavar: str = ""
     # Also read from a file (flag + "-file", variable + "_FILE"); never quoted in errors.
     secret: bool = False
+    # What --help says the default is, when the value alone would not say it.
+    default_help: str = ""
 
     @property
     def file_flag(self) -> str:
@@ -324,6 +326,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
         _path,
         "CA certificates (PEM) the broker's certificate must chain to (amqps://)",
         "PATH",
+        default_help="the system's CAs",
     ),
     SettingSpec(
         "tls_cert_file",
@@ -332,6 +335,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
         _path,
         "client certificate (PEM) for mutual TLS",
         "PATH",
+        default_help="none",
     ),
     SettingSpec(
         "tls_key_file",
@@ -340,6 +344,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
         _path,
         "private key (PEM, unencrypted) of the client certificate",
         "PATH",
+        default_help="none",
     ),
 )
 
@@ -359,7 +364,7 @@ def add_arguments(
         if wanted is not None and spec.field not in wanted:
             continue
         default = getattr(defaults, spec.field)
-        shown = "auto" if default is None else default
+        shown = spec.default_help or ("auto" if default is None else default)
         parser.add_argument(
             spec.flag,
             dest=spec.field,

@@ -113,7 +113,8 @@ async def check_server(
     """A TLS handshake with the broker, to refuse a wrong certificate at once.
 
     The worker's robust connection retries every failure forever; a certificate that
-    fails verification will not get better, so it is checked before. Raises
+    fails verification will not get better, so it is checked before (the broker logs
+    the probe as a client that closed before speaking AMQP). Raises
     `TlsRefused`; an unreachable broker is left to the connection's own retries.
     `kwargs` is what `connect_kwargs` gave; nothing is checked for `amqp://`.
     """
