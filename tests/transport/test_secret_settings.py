@@ -1,30 +1,16 @@
 """Secrets from files (`PROMPT_WORKER_AMQP_URL_FILE`, `--amqp-url-file`) and the TLS
 settings' checks: what a deployment that mounts its secrets can rely on."""
 
-import argparse
 from pathlib import Path
 
 import pytest
 
 from tests.tls_certs import make_authority
-from worker.transport.settings import (
-    Settings,
-    SettingsError,
-    add_arguments,
-    from_args,
-    from_env,
-    resolve,
-    without_settings,
-)
+from tests.transport.test_settings import parse
+from worker.transport.settings import SettingsError, from_env, resolve, without_settings
 from worker.transport.tls import TlsFiles
 
 URL = "amqp://worker:s3cret-Pa55@broker.internal:5672/prod"
-
-
-def parse(argv: list[str], env: dict[str, str] | None = None) -> Settings:
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    return from_args(parser.parse_args(argv), env or {})
 
 
 @pytest.mark.parametrize("ending", ["", "\n", "\r\n"])
