@@ -236,8 +236,8 @@ async def test_the_dashboards_user_reads_the_management_api_and_nothing_else(
             )
 
     api = f"http://127.0.0.1:{MANAGEMENT_PORT}/api"
-    auth = {"Authorization": aiohttp.encode_basic_auth(DASHBOARDS_USER, password)}
-    async with aiohttp.ClientSession(headers=auth, timeout=aiohttp.ClientTimeout(total=30)) as http:
+    auth = aiohttp.BasicAuth(DASHBOARDS_USER, password)
+    async with aiohttp.ClientSession(auth=auth, timeout=aiohttp.ClientTimeout(total=30)) as http:
 
         async def management_up() -> bool:
             try:
