@@ -1,8 +1,5 @@
 """The build-prompt worker: renders build-prompt jobs into LLM message lists."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("build-prompt-worker")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+# The package's version, read by setuptools at build time (pyproject.toml, dynamic);
+# a literal, so that knowing it costs no importlib.metadata at start-up.
+__version__ = "0.1.0"

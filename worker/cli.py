@@ -1,40 +1,53 @@
 """`prompt-worker`: one entry point, one module per command.
 
-Each command module exposes `register(subparsers)`, which adds its parser and sets
-`func` to a callable taking the parsed arguments and returning the exit code.
+Each command module (`worker.commands.<name>_cmd`) exposes `HELP` (its line in
+`prompt-worker --help`), a docstring (its `--help` description), `add_arguments(parser)`
+and `run(args) -> exit code`. A command module imports only the standard library at
+module level: its implementation (pydantic models, the renderer, aio-pika, ...) is
+imported by `run`, and `add_arguments` runs only for the command on the command line,
+so `--help` and every command start without paying for the others' dependencies.
 Exit codes: 0 success, 1 some job failed, 2 usage or configuration error.
 """
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from worker import __version__
-from worker.commands import (
-    asyncapi_cmd,
-    mask_cmd,
-    render_cmd,
-    replay_dead_cmd,
-    report_cmd,
-    rerender_cmd,
-    schema_cmd,
-    serve_cmd,
-)
 
 # In the order `prompt-worker --help` lists them: the service, then the tools.
 COMMANDS = (
-    serve_cmd,
-    render_cmd,
-    rerender_cmd,
-    report_cmd,
-    replay_dead_cmd,
-    mask_cmd,
-    schema_cmd,
-    asyncapi_cmd,
+    "serve",
+    "render",
+    "rerender",
+    "report",
+    "replay-dead",
+    "mask",
+    "schema",
+    "asyncapi",
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_module(name: str) -> ModuleType:
+    """The module of command `name` (`replay-dead` -> worker.commands.replay_dead_cmd)."""
+    return importlib.import_module(f"worker.commands.{name.replace('-', '_')}_cmd")
+
+
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The command named on the command line: the first word that is not an option
+    (the top-level parser's only options, --help and --version, take no value)."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; only the command named in `argv` gets its arguments."""
     parser = argparse.ArgumentParser(
         prog="prompt-worker",
         description="Render build-prompt jobs into LLM message lists, embedded or as a RabbitMQ worker.",
@@ -42,14 +55,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for command in COMMANDS:
-        command.register(sub)
+    chosen = _chosen(argv)
+    for name in COMMANDS:
+        module = command_module(name)
+        command = sub.add_parser(
+            name,
+            help=module.HELP,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if name == chosen:
+            module.add_arguments(command)
+            command.set_defaults(func=module.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(words).parse_args(words)
     try:
         code: int = args.func(args)
     except KeyboardInterrupt:

@@ -1,6 +1,5 @@
 """`prompt-worker mask`: what an operator tuning the masking configuration sees."""
 
-import argparse
 import io
 import json
 import subprocess
@@ -10,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.data import REPO
-from worker.commands import mask_cmd
+from worker import cli
 
 SAMPLE = (
     "pod payments-api restarted\n"
@@ -21,12 +20,7 @@ SAMPLE = (
 
 
 def run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="prompt-worker")
-    sub = parser.add_subparsers(dest="command", required=True)
-    mask_cmd.register(sub)
-    args = parser.parse_args(["mask", *argv])
-    code: int = args.func(args)
-    return code
+    return cli.main(["mask", *argv])
 
 
 @pytest.fixture
@@ -138,10 +132,6 @@ def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_prompt_worker_mask_end_to_end(sample: Path) -> None:
-    from worker import cli
-
-    if mask_cmd not in cli.COMMANDS:
-        pytest.skip("mask is not wired into worker.cli.COMMANDS yet")
     result = subprocess.run(
         [sys.executable, "-m", "worker", "mask", str(sample)],
         capture_output=True,

@@ -5,7 +5,6 @@ copy is stale, when a reference inside it dangles, when its queue bindings drift
 worker.transport.topology, and when real jobs and replies do not match its payload schemas.
 """
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from worker.commands import asyncapi_cmd
+from worker import cli
 from worker.render.renderer import Renderer
 from worker.transport import topology
 from worker.transport.asyncapi import ASYNCAPI_FILE, asyncapi_document, render_asyncapi
@@ -182,11 +181,7 @@ def test_error_replies_match_and_invalid_jobs_do_not(
 
 
 def run_command(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="prompt-worker")
-    asyncapi_cmd.register(parser.add_subparsers())
-    args = parser.parse_args(["asyncapi", *argv])
-    code: int = args.func(args)
-    return code
+    return cli.main(["asyncapi", *argv])
 
 
 def test_command_prints_the_document(capsys: pytest.CaptureFixture[str]) -> None:

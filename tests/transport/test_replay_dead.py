@@ -5,7 +5,6 @@ queue declared by `worker.transport.topology` and rejected without requeue, so R
 dead-letters it with its own x-death header.
 """
 
-import argparse
 import asyncio
 import json
 import uuid
@@ -24,7 +23,7 @@ from tests.integration.helpers import (
     unique_topology,
     wait_for,
 )
-from worker.commands import replay_dead_cmd
+from worker import cli
 from worker.transport import topology
 from worker.transport.replay import REPLAY_COUNT_HEADER, describe, replay_dead
 
@@ -235,11 +234,7 @@ async def test_a_job_that_dies_again_is_not_replayed_twice(
 
 
 def run_command(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="prompt-worker")
-    replay_dead_cmd.register(parser.add_subparsers())
-    args = parser.parse_args(["replay-dead", *argv])
-    code: int = args.func(args)
-    return code
+    return cli.main(["replay-dead", *argv])
 
 
 @needs_broker

@@ -2,23 +2,23 @@
 
 The document (schemas/asyncapi.yaml) describes the worker's queues and messages for
 producers: AMQP bindings with the exact queue arguments, and the job and reply payload
-schemas generated from the wire-contract models.
+schemas generated from the wire-contract models. Printing shows the copy shipped with
+the package, which tests keep equal to a fresh generation; --write and --check generate.
 """
 
 import argparse
 import sys
 from pathlib import Path
 
-from worker.transport.asyncapi import render_asyncapi
+from worker.commands.shipped import shipped_text
+
+HELP = "print the AsyncAPI 3.0 document of the worker's queues and messages"
+# worker.transport.asyncapi.ASYNCAPI_FILE (a test checks): printing the shipped copy
+# needs neither that module nor the models it imports.
+ASYNCAPI_FILE = "asyncapi.yaml"
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = sub.add_parser(
-        "asyncapi",
-        help="print the AsyncAPI 3.0 document of the worker's queues and messages",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     action = parser.add_mutually_exclusive_group()
     action.add_argument(
         "--write",
@@ -30,10 +30,16 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         metavar="FILE",
         help="exit 1 if FILE differs from a fresh generation (for CI)",
     )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if not (args.write or args.check):
+        shipped = shipped_text(ASYNCAPI_FILE)
+        if shipped is not None:
+            sys.stdout.write(shipped)
+            return 0
+    from worker.transport.asyncapi import render_asyncapi
+
     text = render_asyncapi()
     if args.write:
         Path(args.write).write_text(text, encoding="utf-8")

@@ -2,9 +2,16 @@
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from worker.errors import ConfigError
-from worker.render.config import CONFIG_ENV, WorkerConfig, load_config
+
+if TYPE_CHECKING:
+    from worker.render.config import WorkerConfig
+
+# worker.render.config.CONFIG_ENV (a test checks); that module imports pydantic and
+# every family's configuration model, which `--help` does not need.
+CONFIG_ENV = "PROMPT_WORKER_CONFIG"
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
@@ -16,8 +23,10 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_config_or_exit(path: str | None) -> WorkerConfig:
+def load_config_or_exit(path: str | None) -> "WorkerConfig":
     """The configuration, or exit 2 with a one-line message naming the file and problem."""
+    from worker.render.config import load_config
+
     try:
         return load_config(path)
     except ConfigError as exc:

@@ -15,22 +15,14 @@ import sys
 from collections import Counter
 from typing import Any
 
-import orjson
-
+from worker.commands.common import CONFIG_ENV
 from worker.errors import ConfigError
-from worker.masking.masker import Masker
-from worker.render.config import load_config
 
 PROG = "prompt-worker mask"
+HELP = "show what secret masking would remove from a text"
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = sub.add_parser(
-        "mask",
-        help="show what secret masking would remove from a text",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "input", nargs="?", default="-", metavar="FILE|-", help="text file; - for stdin"
     )
@@ -38,12 +30,11 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "--config",
         metavar="PATH",
         default=None,
-        help="worker.yaml whose masking section to use; default $PROMPT_WORKER_CONFIG, else none",
+        help=f"worker.yaml whose masking section to use; default ${CONFIG_ENV}, else none",
     )
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object: counts, changes, text"
     )
-    parser.set_defaults(func=run)
 
 
 def _read(source: str) -> bytes:
@@ -81,6 +72,9 @@ def _line_ranges(changes: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from worker.masking.masker import Masker
+    from worker.render.config import load_config
+
     try:
         config = load_config(args.config)
     except ConfigError as exc:
@@ -107,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
     total = sum(counts.values())
 
     if args.json:
+        import orjson
+
         report = {
             "masked": total > 0,
             "counts": dict(sorted(counts.items())),

@@ -2,27 +2,32 @@
 
 Input is one JSON job (possibly pretty-printed) or JSON Lines, one job a line; output
 is one reply a line, in input order. A bad line gets an error reply and rendering goes
-on. Exit 0 when every job rendered, 1 when any produced an error reply, 2 for usage.
+on. Replies are written in batches, and whatever is pending is flushed whenever the
+input has nothing more to read yet, so `render` also works as a co-process over pipes
+(write a job, read its reply, write the next). Exit 0 when every job rendered, 1 when
+any produced an error reply, 2 for usage.
 """
 
 import argparse
+import io
+import select
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO
 
-import orjson
-
 from worker.commands.common import add_config_argument, load_config_or_exit
-from worker.render.renderer import Renderer
+
+HELP = "render jobs from a file or stdin to replies on stdout (no broker)"
+
+# Input is read in blocks of up to this size.
+_BLOCK = 1 << 16
+# Replies are written once this much is pending (or the input would wait).
+_OUT_BUFFER = 1 << 18
+# bytes.strip()'s whitespace, as the values indexing a bytes object gives.
+_SPACE = frozenset(b" \t\n\r\x0b\x0c")
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = sub.add_parser(
-        "render",
-        help="render jobs from a file or stdin to replies on stdout (no broker)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "input",
         nargs="?",
@@ -31,10 +36,57 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         help="job file (JSON or JSON Lines); - for stdin",
     )
     add_config_argument(parser)
-    parser.set_defaults(func=run)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _blocks(stream: IO[bytes], before_wait: Callable[[], None]) -> Iterator[bytes]:
+    """The bytes of `stream` as they come; `before_wait` runs before each read that
+    would have to wait for the writer (never for a regular file: it is always ready)."""
+    # read1: what is there, up to a block, waiting only when there is nothing.
+    read = getattr(stream, "read1", stream.read)
+    poller: select.poll | None = None
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # no descriptor (e.g. BytesIO): never waits
+        pass
+    else:
+        poller = select.poll()
+        poller.register(descriptor, select.POLLIN)
+    while True:
+        if poller is not None and not poller.poll(0):
+            before_wait()
+        block = read(_BLOCK)
+        if not block:
+            return
+        yield block
+
+
+def _lines(blocks: Iterator[bytes]) -> Iterator[bytes]:
+    """Lines of the blocks without their b"\\n", each copied once; the piece after the
+    last newline comes last (b"" when the input ends with one)."""
+    rest = b""
+    for block in blocks:
+        lines = block.split(b"\n")
+        if rest:
+            lines[0] = rest + lines[0]
+        rest = lines.pop()
+        yield from lines
+    yield rest
+
+
+def _stripped(line: bytes) -> bytes:
+    """`line.strip()` without a copy in the common case: nothing to strip."""
+    if line[0] in _SPACE or line[-1] in _SPACE:
+        return line.strip()
+    return line
 
 
 def _is_json(line: bytes) -> bool:
+    import orjson
+
     try:
         orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -42,37 +94,51 @@ def _is_json(line: bytes) -> bool:
     return True
 
 
-def iter_jobs(stream: IO[bytes]) -> Iterator[bytes]:
+def iter_jobs(stream: IO[bytes], before_wait: Callable[[], None] = _nothing) -> Iterator[bytes]:
     """Job bodies of `stream`: JSON Lines streamed, or one (multi-line) JSON document.
 
     The first non-blank line decides: if it is JSON on its own the input is JSON Lines
     and is streamed; otherwise the whole input is read as one document, and if that is
     not JSON either, it is split back into lines so each bad line gets its own reply.
+    `before_wait` runs whenever the next read would wait for the writer.
     """
+    lines = _lines(_blocks(stream, before_wait))
     first = b""
-    for line in stream:
-        if line.strip():
+    for line in lines:
+        if line and not line.isspace():
             first = line
             break
     if not first:
         return
     if _is_json(first):
-        yield first.strip()
-        for line in stream:
-            if line.strip():
-                yield line.strip()
+        yield _stripped(first)
+        for line in lines:
+            if line and not line.isspace():
+                yield _stripped(line)
         return
-    rest = stream.read()
-    document = first + rest
+    document = b"\n".join([first, *lines])
     if _is_json(document):
         yield document
         return
     for line in document.splitlines():
-        if line.strip():
-            yield line.strip()
+        if line and not line.isspace():
+            yield _stripped(line)
+
+
+def _output() -> IO[bytes]:
+    """Stdout with a buffer that holds several replies: a reply is copied into it, not
+    allocated as a new batch, and written out when it fills or is flushed."""
+    sys.stdout.flush()
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a test, say
+        return sys.stdout.buffer
+    return io.BufferedWriter(io.FileIO(descriptor, "w", closefd=False), buffer_size=_OUT_BUFFER)
 
 
 def run(args: argparse.Namespace) -> int:
+    from worker.render.renderer import Renderer
+
     config = load_config_or_exit(args.config)
     renderer = Renderer(config)
     try:
@@ -80,14 +146,17 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"prompt-worker render: cannot open {args.input}: {exc.strerror}", file=sys.stderr)
         return 2
-    out = sys.stdout.buffer
+    out = _output()
+    write, render = out.write, renderer.render
     failed = 0
     with stream:
-        for body in iter_jobs(stream):
-            outcome = renderer.render(body)
-            if not outcome.ok:
-                failed += 1
-            # Flushed per reply so `render` works as a co-process over pipes.
-            out.write(outcome.body + b"\n")
+        try:
+            for body in iter_jobs(stream, out.flush):
+                outcome = render(body)
+                if not outcome.ok:
+                    failed += 1
+                write(outcome.body)
+                write(b"\n")
+        finally:
             out.flush()
     return 1 if failed else 0

@@ -12,17 +12,14 @@ configuration or connection problem.
 """
 
 import argparse
-import asyncio
 import os
 import sys
+from typing import TYPE_CHECKING
 
-import orjson
+if TYPE_CHECKING:
+    from worker.transport.replay import Action, DeadLetter
 
-from worker.ops.logs import silence_broker_libraries
-from worker.transport import settings
-from worker.transport.replay import Action, DeadLetter, ReplayError, replay_dead
-from worker.transport.tls import refusal
-
+HELP = "move dead-lettered jobs back to the request queue (--dry-run lists them)"
 # The serve settings this command needs, with the same flags and variables.
 _SETTINGS = (
     "amqp_url",
@@ -34,13 +31,9 @@ _SETTINGS = (
 )
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = sub.add_parser(
-        "replay-dead",
-        help="move dead-lettered jobs back to the request queue (--dry-run lists them)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from worker.transport import settings
+
     parser.add_argument(
         "--dry-run", action="store_true", help="list the dead letters; move nothing"
     )
@@ -54,7 +47,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         "--json", action="store_true", help="one JSON object a line instead of a table"
     )
     settings.add_arguments(parser, _SETTINGS)
-    parser.set_defaults(func=run)
 
 
 def _positive_int(text: str) -> int:
@@ -67,7 +59,7 @@ def _positive_int(text: str) -> int:
 COLUMNS = ("ACTION", "JOB_ID", "KIND", "BYTES", "REASON", "FROM_QUEUE", "DEATHS", "REPLAYS")
 
 
-def _row(action: Action, letter: DeadLetter) -> str:
+def _row(action: "Action", letter: "DeadLetter") -> str:
     cells = (
         action,
         letter.job_id or "-",
@@ -82,6 +74,15 @@ def _row(action: Action, letter: DeadLetter) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    import orjson
+
+    from worker.ops.logs import silence_broker_libraries
+    from worker.transport import settings
+    from worker.transport.replay import Action, DeadLetter, ReplayError, replay_dead
+    from worker.transport.tls import refusal
+
     try:
         config = settings.from_args(args, os.environ)
     except settings.SettingsError as exc:

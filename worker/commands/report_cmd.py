@@ -11,29 +11,23 @@ make one (missing, unreadable, not a run's input and output). See docs/RERENDER.
 import argparse
 import sys
 
-from worker.rerender.drift_page import write_page
-from worker.rerender.page_data import PageError
-
 EXIT_OK = 0
 EXIT_USAGE = 2
+HELP = "build the drift page (HTML) of a rerender run from its input and output"
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = sub.add_parser(
-        "report",
-        help="build the drift page (HTML) of a rerender run from its input and output",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", metavar="INPUT.jsonl", help="the input the run read")
     parser.add_argument("output", metavar="OUTPUT.jsonl", help="the output the run wrote")
     parser.add_argument(
         "--html", required=True, metavar="PATH", help="where to write the drift page"
     )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from worker.rerender.drift_page import write_page
+    from worker.rerender.page_data import PageError
+
     try:
         page = write_page(args.input, args.output, args.html)
     except PageError as exc:

@@ -42,6 +42,7 @@ _TLS_SETTINGS = ("tls_ca_file", "tls_cert_file", "tls_key_file")
 if TYPE_CHECKING:
     from schemas.budget import Budget
 
+HELP = "re-render past jobs (JSON Lines) and report drift from what was sent"
 AMQP_URL_ENV = "PROMPT_WORKER_AMQP_URL"
 REQUEST_QUEUE_ENV = "PROMPT_WORKER_REQUEST_QUEUE"
 
@@ -80,13 +81,7 @@ def _amqp_url(text: str) -> str:
         ) from None
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = sub.add_parser(
-        "rerender",
-        help="re-render past jobs (JSON Lines) and report drift from what was sent",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", metavar="INPUT.jsonl", help="jobs, one a line; - for stdin")
     parser.add_argument(
         "--out", required=True, metavar="OUTPUT.jsonl", help="one record per input line"
@@ -202,7 +197,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         metavar="SECONDS",
         help="seconds between progress log lines (default 10)",
     )
-    parser.set_defaults(func=run)
 
 
 def _broker_engine(args: argparse.Namespace) -> Engine:

@@ -1,31 +1,42 @@
-"""`prompt-worker schema`: print (or write) the JSON Schema of the job and the reply."""
+"""`prompt-worker schema`: print (or write) the JSON Schema of the job or the reply.
+
+The documents are generated from the wire-contract models; printing shows the copies
+shipped with the package, which tests keep equal to a fresh generation. --write
+generates them anew.
+"""
 
 import argparse
 import sys
 from pathlib import Path
 
-from schemas.json_schema import SCHEMA_FILES, render_schema
+from worker.commands.shipped import shipped_text
+
+HELP = "print the JSON Schema of the job or the reply"
+# The same names as schemas.json_schema.SCHEMA_FILES (a test checks): importing that
+# module would import the models, which printing a shipped file does not need.
+SCHEMA_FILES = {"job": "job.schema.json", "reply": "reply.schema.json"}
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = sub.add_parser(
-        "schema",
-        help="print the JSON Schema of the job or the reply",
-        description="Print the JSON Schema documents generated from the wire-contract models.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("which", choices=sorted(SCHEMA_FILES), nargs="?", default="job")
     parser.add_argument(
         "--write",
         metavar="DIR",
-        help="write every schema file into DIR instead of printing (e.g. --write schemas)",
+        help="generate every schema file into DIR instead of printing (e.g. --write schemas)",
     )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.write:
+        from schemas.json_schema import render_schema
+
         for name, filename in SCHEMA_FILES.items():
             (Path(args.write) / filename).write_text(render_schema(name), encoding="utf-8")
         return 0
-    sys.stdout.write(render_schema(args.which))
+    text = shipped_text(SCHEMA_FILES[args.which])
+    if text is None:  # an installation without its data files: generate it
+        from schemas.json_schema import render_schema
+
+        text = render_schema(args.which)
+    sys.stdout.write(text)
     return 0

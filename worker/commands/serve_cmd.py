@@ -10,37 +10,34 @@ broker TLS certificate that fails verification.
 """
 
 import argparse
-import asyncio
 import os
-import signal
 import sys
+from typing import TYPE_CHECKING
 
-from worker import __version__
 from worker.errors import ConfigError
-from worker.ops.http import HealthServer
-from worker.ops.logs import configure_logging, get_logger
-from worker.ops.metrics import Metrics
-from worker.render.config import WorkerConfig, load_config
-from worker.render.renderer import Renderer
-from worker.transport.consumer import Worker
-from worker.transport.settings import Settings, SettingsError, add_arguments, from_args
-from worker.transport.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from worker.render.config import WorkerConfig
+    from worker.transport.settings import Settings
 
 USAGE_ERROR = 2
+HELP = "consume jobs from RabbitMQ and publish replies"
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    parser = sub.add_parser(
-        "serve",
-        help="consume jobs from RabbitMQ and publish replies",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_arguments(parser)
-    parser.set_defaults(func=run)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from worker.transport import settings
+
+    settings.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from worker.ops.logs import configure_logging
+    from worker.render.config import load_config
+    from worker.transport.settings import SettingsError, from_args
+    from worker.transport.supervisor import Supervisor
+
     try:
         settings = from_args(args, os.environ)
     except SettingsError as exc:
@@ -57,8 +54,18 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(serve(settings, config))
 
 
-async def serve(settings: Settings, config: WorkerConfig) -> int:
+async def serve(settings: "Settings", config: "WorkerConfig") -> int:
     """Run one worker process until signalled; its exit code."""
+    import asyncio
+    import signal
+
+    from worker import __version__
+    from worker.ops.http import HealthServer
+    from worker.ops.logs import get_logger
+    from worker.ops.metrics import Metrics
+    from worker.render.renderer import Renderer
+    from worker.transport.consumer import Worker
+
     log = get_logger(component="serve")
     metrics = Metrics(__version__)
     renderer = Renderer(config, max_message_bytes=settings.max_message_bytes)

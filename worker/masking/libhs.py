@@ -77,6 +77,18 @@ class Library:
             cdll, "hs_free_compile_error", ctypes.c_int, [ctypes.POINTER(_CompileError)]
         )
         self.free_database = _function(cdll, "hs_free_database", ctypes.c_int, [p])
+        # A compiled database as bytes and back, for the on-disk cache (`db_cache`).
+        self.serialize_database = _function(
+            cdll,
+            "hs_serialize_database",
+            ctypes.c_int,
+            [p, ctypes.POINTER(p), ctypes.POINTER(ctypes.c_size_t)],
+        )
+        self.deserialize_database = _function(
+            cdll, "hs_deserialize_database", ctypes.c_int, [p, ctypes.c_size_t, ctypes.POINTER(p)]
+        )
+        # hs_serialize_database allocates with malloc (its default misc allocator).
+        self.free = _function(ctypes.CDLL(None), "free", None, [p])
         self.alloc_scratch = _function(
             cdll, "hs_alloc_scratch", ctypes.c_int, [p, ctypes.POINTER(p)]
         )
@@ -126,12 +138,35 @@ def _load() -> Library | None:
 
 
 class Database:
-    """A compiled block-mode database and a scratch space per thread that scans it."""
+    """A compiled block-mode database and a scratch space per thread that scans it.
 
-    def __init__(self, library: Library, expressions: list[bytes], flags: list[int]) -> None:
+    Compiled from `expressions` and `flags`, or read from `serialized` (what `serialize`
+    returned, possibly in another process); a `serialized` the library refuses (corrupt,
+    another version or platform) is a LibhsError."""
+
+    def __init__(
+        self,
+        library: Library,
+        expressions: list[bytes],
+        flags: list[int],
+        serialized: bytes | None = None,
+    ) -> None:
         self._lib = library
-        count = len(expressions)
         handle = ctypes.c_void_p()
+        if serialized is not None:
+            status = library.deserialize_database(serialized, len(serialized), ctypes.byref(handle))
+            if status != HS_SUCCESS:
+                raise LibhsError(f"hs_deserialize_database failed with {status}")
+        else:
+            self._compile(expressions, flags, handle)
+        self._handle = handle
+        self._local = threading.local()
+        self._scratches: list[ctypes.c_void_p] = []
+        self._scratches_lock = threading.Lock()
+
+    def _compile(self, expressions: list[bytes], flags: list[int], handle: ctypes.c_void_p) -> None:
+        library = self._lib
+        count = len(expressions)
         error = ctypes.POINTER(_CompileError)()
         status = library.compile_multi(
             (ctypes.c_char_p * count)(*expressions),
@@ -150,10 +185,18 @@ class Database:
                 index = error.contents.expression
                 library.free_compile_error(error)
             raise LibhsError(f"expression {index}: {message}")
-        self._handle = handle
-        self._local = threading.local()
-        self._scratches: list[ctypes.c_void_p] = []
-        self._scratches_lock = threading.Lock()
+
+    def serialize(self) -> bytes:
+        """The compiled database as bytes, for `Database(..., serialized=...)`."""
+        data = ctypes.c_void_p()
+        size = ctypes.c_size_t()
+        status = self._lib.serialize_database(self._handle, ctypes.byref(data), ctypes.byref(size))
+        if status != HS_SUCCESS:
+            raise LibhsError(f"hs_serialize_database failed with {status}")
+        try:
+            return ctypes.string_at(data, size.value)
+        finally:
+            self._lib.free(data)
 
     def _thread_state(self) -> tuple[ctypes.c_void_p, Any, list[tuple[int, int]]]:
         scratch = ctypes.c_void_p()

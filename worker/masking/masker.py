@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-import structlog
-
+from worker.masking import log
 from worker.masking import prefilter as prefilters
 from worker.masking.config import CustomPattern, MaskingConfig
 from worker.masking.detectors import (
@@ -46,8 +45,6 @@ from worker.masking.keyvalue import (
 )
 from worker.masking.prefilter import Hits
 from worker.masking.text import MASK_PREFIX, TextView, is_placeholder
-
-log = structlog.get_logger(__name__)
 
 REDACTION_NOTICE = "[MASKED_FIELD: masking failed, content withheld]"
 # A detector's output feeds the next one; rounds repeat until nothing changes, so
@@ -249,7 +246,7 @@ class Masker:
         try:
             masked = self._run(text, hits, local)
         except MaskingFailure as failure:
-            log.error("masking_failed", detector=failure.detector, field=where)
+            log.event("error", "masking_failed", __name__, detector=failure.detector, field=where)
             counts[FAILED] += 1
             return REDACTION_NOTICE
         for name, count in local.items():
@@ -272,7 +269,7 @@ class Masker:
         try:
             masked = self._run(text, None, local, ungated=True)
         except MaskingFailure as failure:
-            log.error("masking_failed", detector=failure.detector, field="text")
+            log.event("error", "masking_failed", __name__, detector=failure.detector, field="text")
             tally[FAILED] += 1
             return REDACTION_NOTICE
         tally.update(local)

@@ -17,17 +17,13 @@ from collections.abc import Callable, Sequence
 from itertools import accumulate
 from typing import Any, Protocol, TypeVar
 
-import structlog
-
-from worker.masking import libhs
+from worker.masking import db_cache, libhs, log
 from worker.masking.detectors import Anchor
 from worker.masking.linear_regex import LinearPattern
 
 # Per text: anchor id -> start positions of its occurrences, or None when the engine
 # only knows that it occurs.
 Hits = dict[int, list[int] | None]
-
-log = structlog.get_logger(__name__)
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _SEPARATOR = "\0"
@@ -122,8 +118,19 @@ def _on_match(anchor: int, start: int, end: int, flags: int, hits: list[tuple[in
 
 def _wheel_scanner(expressions: list[bytes], flags: list[int]) -> _ScanBuffer:
     assert _hs is not None
-    database = _hs.Database(mode=_hs.HS_MODE_BLOCK)
-    database.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
+    hs = _hs
+
+    def compile_() -> Any:
+        database = hs.Database(mode=hs.HS_MODE_BLOCK)
+        database.compile(expressions=expressions, ids=list(range(len(expressions))), flags=flags)
+        return database
+
+    database = db_cache.cached(
+        db_cache.database_key(f"hyperscan wheel {hs.__version__}", expressions, flags),
+        compile_,
+        hs.dumpb,
+        lambda data: hs.loadb(data, hs.HS_MODE_BLOCK),
+    )
     # Hyperscan scratch space may not be shared by concurrent scans: one per thread.
     local = threading.local()
 
@@ -137,6 +144,17 @@ def _wheel_scanner(expressions: list[bytes], flags: list[int]) -> _ScanBuffer:
         return hits
 
     return scan
+
+
+def _libhs_database(
+    system: libhs.Library, expressions: list[bytes], flags: list[int]
+) -> libhs.Database:
+    return db_cache.cached(
+        db_cache.database_key(f"libhs {system.version().decode()}", expressions, flags),
+        lambda: libhs.Database(system, expressions, flags),
+        libhs.Database.serialize,
+        lambda data: libhs.Database(system, expressions, flags, serialized=data),
+    )
 
 
 # What a Hyperscan expression says about its anchor.
@@ -187,7 +205,7 @@ class HyperscanPrefilter:
             system = libhs.load()
             if system is None:
                 raise RuntimeError("the system's libhs (libhyperscan5) is not available")
-            self._scan_buffer: _ScanBuffer = libhs.Database(system, expressions, flags).scan
+            self._scan_buffer: _ScanBuffer = _libhs_database(system, expressions, flags).scan
         else:
             self._scan_buffer = _wheel_scanner(expressions, flags)
 
@@ -303,5 +321,11 @@ def build(anchors: Sequence[Anchor], engine: str = "auto") -> Prefilter:
         try:
             return HyperscanPrefilter(anchors, library=library)
         except Exception as exc:
-            log.warning("masking_prefilter_fallback", failed=library, error=type(exc).__name__)
+            log.event(
+                "warning",
+                "masking_prefilter_fallback",
+                __name__,
+                failed=library,
+                error=type(exc).__name__,
+            )
     return PythonPrefilter(anchors)
