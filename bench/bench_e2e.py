@@ -1,6 +1,7 @@
 """End to end through RabbitMQ: the real worker next to the echo worker (the ceiling).
 
-For each worker (echo, then `prompt-worker serve`) and each process count, on fresh
+For each worker (echo, then `prompt-worker serve`, then the Go echo when it can be
+built: bench/goecho/, the ceiling) and each process count, on fresh
 uniquely named queues of the real topology (quorum request queue, dead-lettering):
 
 * drain: the request queue is filled with N copies of the job first, then the workers
@@ -49,9 +50,11 @@ from worker.transport.client import PromptClient  # noqa: E402
 
 JOB = REPO / "tests" / "bench_jobs" / "typical_react_job.json"
 CONFIG = REPO / "tests" / "bench_jobs" / "worker.yaml"
+GOECHO = REPO / "bench" / "goecho"
 WORKERS = {
     "echo": [sys.executable, str(REPO / "bench" / "echo_worker.py")],
     "render": [sys.executable, "-m", "worker", "serve"],
+    "go": [str(GOECHO / "goecho")],
 }
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -272,6 +275,18 @@ async def measure(count: int, body: bytes, args: argparse.Namespace) -> list[Fig
     ]
 
 
+def go_echo_ready() -> str | None:
+    """None when the Go echo worker is built (building it if Go is here), else why not."""
+    if (GOECHO / "goecho").exists():
+        return None
+    build = subprocess.run(
+        [str(GOECHO / "build"), "--no-install"], capture_output=True, text=True, check=False
+    )
+    if build.returncode != 0:
+        return build.stderr.strip().splitlines()[-1] if build.stderr.strip() else "build failed"
+    return None
+
+
 def table(rows: list[Figures]) -> str:
     head = (
         "| worker | procs | drain jobs/s | CPU ms/job | live jobs/s | live p50 / p95 / p99 ms"
@@ -300,6 +315,18 @@ def table(rows: list[Figures]) -> str:
                 f"\n  median of the {len(pairs)} echo/render pairs: drain {paired_drain:.0%},"
                 f" CPU/job {paired_cpu:.2f}x"
             )
+        go = by.get(("go", procs))
+        if go and real:
+            lines.append(
+                f"  against the Go echo (ceiling): render drain {real.drain_jobs_per_s / go.drain_jobs_per_s:.0%},"
+                f" CPU/job {real.cpu_ms_per_job / go.cpu_ms_per_job:.2f}x"
+                + (
+                    f"; aio-pika echo drain {echo.drain_jobs_per_s / go.drain_jobs_per_s:.0%},"
+                    f" CPU/job {echo.cpu_ms_per_job / go.cpu_ms_per_job:.2f}x"
+                    if echo
+                    else ""
+                )
+            )
     return "\n".join(lines)
 
 
@@ -307,6 +334,11 @@ async def main(args: argparse.Namespace) -> list[Figures]:
     job = orjson.loads(JOB.read_bytes())
     body = orjson.dumps(job)
     rows = []
+    if "go" in args.workers:
+        why = go_echo_ready()
+        if why is not None:
+            args.workers = [kind for kind in args.workers if kind != "go"]
+            print(f"# Go echo row skipped: {why} (see bench/goecho/README.md)", flush=True)
     print(
         f"# {platform.node()}: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; "
         f"{len(body)} B job, {args.jobs} drained x {args.repeat}, window {args.window}, "
@@ -342,7 +374,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--processes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2]
     )
-    parser.add_argument("--workers", type=lambda s: s.split(","), default=["echo", "render"])
+    parser.add_argument(
+        "--workers",
+        type=lambda s: s.split(","),
+        default=["echo", "render", "go"],
+        help="echo, render, go (the Go echo: skipped with a note when Go is absent)",
+    )
     parser.add_argument("--phase-timeout", type=float, default=300.0)
     parser.add_argument("--quick", action="store_true", help="small counts, for a smoke run")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
