@@ -1,0 +1,140 @@
+"""scripts/serve is cheap to run again (issue 16): scripts/ensure-venv installs only when
+something changed, and the local broker is managed only for a URL naming this machine.
+
+The scripts run for real in a copy of the layout they expect, with stand-ins for pip,
+the broker installer and the worker that record being called.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.data import REPO
+
+SCRIPTS = REPO / "scripts"
+RECORDER = """#!/usr/bin/env bash
+echo "{name} $*" >> "$CALLS"
+"""
+# Answers the version question ensure-venv asks; records every other call (pip).
+FAKE_PYTHON = """#!/usr/bin/env bash
+if [ "$1" = "-c" ]; then echo "3.11.7 (fake) /fake/python"; exit 0; fi
+echo "python $*" >> "$CALLS"
+"""
+
+
+def is_local(*argv: str, env: dict[str, str] | None = None) -> int:
+    return subprocess.run(
+        [str(SCRIPTS / "is-local-broker"), *argv],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    ).returncode
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "amqp://guest:guest@127.0.0.1:5672/",
+        "amqp://localhost",
+        "amqps://user:pw@[::1]:5671/vhost",
+        f"amqp://{socket.gethostname()}/",
+    ],
+)
+def test_urls_naming_this_machine_are_local(url: str) -> None:
+    assert is_local(url) == 0
+
+
+@pytest.mark.parametrize("url", ["amqp://192.0.2.10:5672/", "amqps://no-such-host.invalid/"])
+def test_urls_naming_other_machines_are_not(url: str) -> None:
+    assert is_local(url) == 1
+
+
+def test_not_an_amqp_url_is_a_usage_error() -> None:
+    assert is_local("http://127.0.0.1/") == 2
+
+
+def test_url_from_the_environment_else_the_default() -> None:
+    assert is_local(env={"PROMPT_WORKER_AMQP_URL": "amqp://192.0.2.10/"}) == 1
+    assert is_local(env={"PROMPT_WORKER_AMQP_URL": ""}) == 0  # the default: 127.0.0.1
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A checkout's layout: the real serve, ensure-venv and is-local-broker; stand-ins
+    for the installers, pip (the venv's python) and the worker."""
+    root = tmp_path / "repo"
+    for name in ("serve", "ensure-venv", "is-local-broker"):
+        write(root / "scripts" / name, (SCRIPTS / name).read_text())
+    for name in ("ensure-rabbitmq", "ensure-libhs"):
+        write(root / "scripts" / name, RECORDER.format(name=name))
+    write(root / ".venv" / "bin" / "python", FAKE_PYTHON)
+    write(root / ".venv" / "bin" / "prompt-worker", RECORDER.format(name="prompt-worker"))
+    shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def run(tree: Path, script: str, *argv: str, env: dict[str, str] | None = None) -> list[str]:
+    calls = tree / "calls.txt"
+    calls.write_text("")
+    environment = {k: v for k, v in os.environ.items() if k != "PROMPT_WORKER_AMQP_URL"}
+    environment.update(CALLS=str(calls), **(env or {}))
+    result = subprocess.run(
+        [str(tree / "scripts" / script), *argv],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return calls.read_text().splitlines()
+
+
+def pip_installs(calls: list[str]) -> int:
+    return sum("-m pip install" in call and "-e .[test]" in call for call in calls)
+
+
+def test_ensure_venv_installs_once_then_only_after_a_change(tree: Path) -> None:
+    assert pip_installs(run(tree, "ensure-venv")) == 1
+    assert run(tree, "ensure-venv") == []
+    with (tree / "pyproject.toml").open("a") as handle:
+        handle.write("\n# a new dependency, say\n")
+    assert pip_installs(run(tree, "ensure-venv")) == 1
+    assert run(tree, "ensure-venv") == []
+    assert pip_installs(run(tree, "ensure-venv", "--force")) == 1
+
+
+def test_ensure_venv_installs_again_when_the_command_is_missing(tree: Path) -> None:
+    run(tree, "ensure-venv")
+    (tree / ".venv" / "bin" / "prompt-worker").unlink()
+    assert pip_installs(run(tree, "ensure-venv")) == 1
+
+
+def test_serve_manages_the_broker_for_a_local_url_only(tree: Path) -> None:
+    run(tree, "ensure-venv")
+    calls = run(tree, "serve", "--prefetch", "8")
+    assert calls == ["ensure-rabbitmq ", "ensure-libhs ", "prompt-worker serve --prefetch 8"]
+    remote = "amqp://guest:guest@192.0.2.10:5672/"
+    for argv in (["--amqp-url", remote], [f"--amqp-url={remote}"]):
+        assert run(tree, "serve", *argv) == [
+            "ensure-libhs ",
+            f"prompt-worker serve {' '.join(argv)}",
+        ]
+    calls = run(tree, "serve", env={"PROMPT_WORKER_AMQP_URL": remote})
+    assert calls == ["ensure-libhs ", "prompt-worker serve"]
+
+
+def test_serve_help_installs_and_starts_nothing(tree: Path) -> None:
+    run(tree, "ensure-venv")
+    assert run(tree, "serve", "--help") == ["prompt-worker serve --help"]
