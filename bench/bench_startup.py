@@ -8,6 +8,7 @@ the median of its per-round ratio to the yardstick, with issue 16's targets.
 
     .venv/bin/python bench/bench_startup.py                 # table
     .venv/bin/python bench/bench_startup.py --rounds 41 --json
+    .venv/bin/python bench/bench_startup.py --tree /path/to/other/checkout   # its commands
 
 The commands run as users run them: the installed `prompt-worker` script when there
 is one (else `python -m worker`), with byte-code caches written (a warm-up round runs
@@ -34,14 +35,16 @@ TEXT = b"pod payments-api restarted\nDB_PASSWORD=q7-Wx-91-zz\n"
 BASELINE = "import pydantic, orjson, yaml, structlog"
 
 
-def prompt_worker() -> list[str]:
+def prompt_worker(tree: Path) -> list[str]:
     script = Path(sys.executable).with_name("prompt-worker")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "worker"]
+    if tree == REPO and script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "worker"]  # run in `tree`: its worker package
 
 
-def cases(text_file: Path) -> dict[str, tuple[list[str], dict[str, str], float | None]]:
+def cases(text_file: Path, tree: Path) -> dict[str, tuple[list[str], dict[str, str], float | None]]:
     """name -> (command, extra environment, target ratio to the yardstick)."""
-    cli = prompt_worker()
+    cli = prompt_worker(tree)
     render = [*cli, "render", "--config", str(CONFIG), str(JOB)]
     return {
         "baseline (import 4 libs)": ([sys.executable, "-c", BASELINE], {}, None),
@@ -55,10 +58,10 @@ def cases(text_file: Path) -> dict[str, tuple[list[str], dict[str, str], float |
     }
 
 
-def run_once(command: list[str], env: dict[str, str]) -> float:
+def run_once(command: list[str], env: dict[str, str], cwd: Path) -> float:
     start = time.perf_counter()
     subprocess.run(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True
+        command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True
     )
     return time.perf_counter() - start
 
@@ -69,20 +72,22 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=21, help="timed runs of each case")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--tree", type=Path, default=REPO, help="checkout whose commands run")
     args = parser.parse_args()
+    tree = args.tree.resolve()
 
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as workdir:
         text_file = Path(workdir) / "text.txt"
         text_file.write_bytes(TEXT)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PROMPT_WORKER_CACHE_DIR"] = str(Path(workdir) / "cache")
-        table = cases(text_file)
+        table = cases(text_file, tree)
         for command, extra, _ in table.values():  # warm-up: byte code, database cache
-            run_once(command, {**env, **extra})
+            run_once(command, {**env, **extra}, tree)
         times: dict[str, list[float]] = {name: [] for name in table}
         for _ in range(args.rounds):
             for name, (command, extra, _) in table.items():
-                times[name].append(run_once(command, {**env, **extra}))
+                times[name].append(run_once(command, {**env, **extra}, tree))
 
     baseline = times["baseline (import 4 libs)"]
     results = []
@@ -102,7 +107,7 @@ def main() -> int:
     if args.json:
         print(json.dumps({"rounds": args.rounds, "loadavg": load, "results": results}, indent=2))
         return 0
-    print(f"{args.rounds} rounds; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"{tree}: {args.rounds} rounds; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"{'case':26} {'median ms':>10} {'best ms':>8} {'× baseline':>11} {'target':>7}")
     for r in results:
         target = f"≤{r['target_ratio']}" if r["target_ratio"] else ""
