@@ -2,13 +2,12 @@
 
 import io
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.data import REPO
+from tests.commands.run import prompt_worker
 from worker import cli
 
 SAMPLE = (
@@ -132,14 +131,7 @@ def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_prompt_worker_mask_end_to_end(sample: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "worker", "mask", str(sample)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "[MASKED_PASSWORD]" in result.stdout
-    assert "q7-Wx-91-zz" not in result.stdout
+    result = prompt_worker("mask", str(sample))
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"[MASKED_PASSWORD]" in result.stdout
+    assert b"q7-Wx-91-zz" not in result.stdout

@@ -1,29 +1,14 @@
 """`prompt-worker render` and `prompt-worker schema`, run as a user runs them."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from schemas.json_schema import SCHEMA_FILES, render_schema
+from tests.commands.run import prompt_worker
 from tests.data import BENCH_JOBS, CONFORMANCE, REPO, SEED_000_KINDS, read_jsonl
-
-
-def prompt_worker(
-    *args: str, stdin: bytes = b"", env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "worker", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=REPO,
-        env=env,
-        timeout=120,
-        check=False,
-    )
 
 
 def replies(stdout: bytes) -> list[dict[str, Any]]:

@@ -2,12 +2,10 @@
 what a fresh generation gives, and the commands' own copies of names must agree with
 the modules they avoid importing."""
 
-import subprocess
-import sys
-
 import pytest
 
 from schemas.json_schema import SCHEMA_FILES, render_schema
+from tests.commands.run import prompt_worker
 from tests.data import REPO
 from worker.commands import asyncapi_cmd, common, schema_cmd
 from worker.commands.shipped import shipped_text
@@ -15,25 +13,19 @@ from worker.render import config
 from worker.transport import asyncapi
 
 
-def prompt_worker(*args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "worker", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        check=True,
-    )
-    return result.stdout
+def output(*args: str) -> str:
+    result = prompt_worker(*args)
+    assert result.returncode == 0, result.stderr.decode()
+    return result.stdout.decode()
 
 
 @pytest.mark.parametrize("which", sorted(SCHEMA_FILES))
 def test_schema_prints_a_fresh_generation(which: str) -> None:
-    assert prompt_worker("schema", which) == render_schema(which)
+    assert output("schema", which) == render_schema(which)
 
 
 def test_asyncapi_prints_a_fresh_generation() -> None:
-    assert prompt_worker("asyncapi") == asyncapi.render_asyncapi()
+    assert output("asyncapi") == asyncapi.render_asyncapi()
 
 
 def test_the_commands_copies_of_names_agree() -> None:

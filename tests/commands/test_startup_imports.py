@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands.run import prompt_worker
 from tests.data import BENCH_JOBS, REPO
 from worker import cli
 
@@ -106,16 +107,9 @@ def test_every_command_has_help_and_arguments(command: str) -> None:
     module = cli.command_module(command)
     assert module.HELP and module.__doc__
     assert callable(module.add_arguments) and callable(module.run)
-    result = subprocess.run(
-        [sys.executable, "-m", "worker", command, "--help"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(f"usage: prompt-worker {command}")
+    result = prompt_worker(command, "--help")
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().startswith(f"usage: prompt-worker {command}")
 
 
 def test_top_level_help_lists_every_command_with_its_help(
