@@ -68,16 +68,22 @@ def _blocks(stream: IO[bytes], before_wait: Callable[[], None]) -> Iterator[byte
 
 
 def _lines(blocks: Iterator[bytes]) -> Iterator[bytes]:
-    """Lines of the blocks without their b"\\n", each copied once; the piece after the
-    last newline comes last (b"" when the input ends with one)."""
-    rest = b""
+    """Lines of the blocks without their b"\\n", each copied once (a line spanning
+    blocks: its pieces once more, joined once); the piece after the last newline comes
+    last (b"" when the input ends with one)."""
+    partial: list[bytes] = []  # pieces of a line that spans blocks
     for block in blocks:
         lines = block.split(b"\n")
-        if rest:
-            lines[0] = rest + lines[0]
-        rest = lines.pop()
-        yield from lines
-    yield rest
+        last = lines.pop()
+        if lines:
+            if partial:
+                partial.append(lines[0])
+                lines[0] = b"".join(partial)
+                partial = []
+            yield from lines
+        if last:
+            partial.append(last)
+    yield b"".join(partial)
 
 
 def _mapped_lines(stream: IO[bytes]) -> Iterator[bytes] | None:
@@ -86,14 +92,13 @@ def _mapped_lines(stream: IO[bytes]) -> Iterator[bytes] | None:
     instead of read into a block and copied again out of it."""
     try:
         descriptor = stream.fileno()
-        size = os.fstat(descriptor).st_size
+        info = os.fstat(descriptor)
         start = stream.tell()
-        regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
     except (AttributeError, OSError, ValueError):
         return None
-    if not regular or size <= start:
+    if not stat.S_ISREG(info.st_mode) or info.st_size <= start:
         return None
-    return _map_lines(descriptor, size, start)
+    return _map_lines(descriptor, info.st_size, start)
 
 
 def _map_lines(descriptor: int, size: int, start: int) -> Iterator[bytes]:

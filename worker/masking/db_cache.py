@@ -6,7 +6,8 @@ start-up; reading a compiled copy back costs a small fraction of it
 (docs/PERFORMANCE.md, "Command start-up").
 
 One file per database, named after a hash of everything the compiled form depends on:
-the expressions and their flags, the engine and its version, the machine type. A file
+the expressions and their flags, the engine and its version, the machine type and the
+CPU's instruction-set flags (Hyperscan compiles for the CPU it runs on). A file
 holds a header, the SHA-256 of the payload and the payload, so a truncated or damaged
 file is noticed and ignored; a payload the library still refuses (e.g. compiled on a
 CPU with other vector instructions, over a shared home directory) is compiled again.
@@ -19,6 +20,7 @@ else `~/.cache/prompt-worker`.
 """
 
 import contextlib
+import functools
 import hashlib
 import os
 import platform
@@ -43,10 +45,23 @@ def cache_dir() -> Path | None:
     return Path(base) / "prompt-worker"
 
 
+@functools.cache
+def _cpu_flags() -> bytes:
+    """The CPU's feature flags as the kernel lists them (Linux), else nothing."""
+    try:
+        with open("/proc/cpuinfo", "rb") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith((b"flags", b"Features")):
+                    return line.strip()
+    except OSError:
+        pass
+    return b""
+
+
 def database_key(engine: str, expressions: list[bytes], flags: list[int]) -> str:
     """A name for the database compiled by `engine` (name and version) from these."""
     digest = hashlib.sha256()
-    for part in (engine.encode(), platform.machine().encode(), *expressions):
+    for part in (engine.encode(), platform.machine().encode(), _cpu_flags(), *expressions):
         digest.update(len(part).to_bytes(8, "little"))
         digest.update(part)
     digest.update(repr(flags).encode())
