@@ -6,7 +6,9 @@ own job_id, one a line. Each round times, on one pinned core:
 * in-process: `Renderer.render` over every line, as bench/bench_builder.py does
   (renderer built and warmed up beforehand, start-up excluded);
 * the command: `prompt-worker render --config ... jobs.jsonl > /dev/null`, start-up
-  included, with its CPU time (user + system, from the kernel's child accounting).
+  included, with its CPU time (user + system, from the kernel's child accounting),
+  twice: on the same single core (its default, one process), and with
+  `--workers N` on all N usable cores.
 
 The rounds alternate the two; the table shows medians and the median per-round ratio
 of the command's rate to the in-process rate (issue 16's target: at least 0.8). On a
@@ -63,10 +65,19 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def command(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one run of the command."""
+def command(
+    argv: list[str], cwd: Path, env: dict[str, str], cores: set[int]
+) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run of the command on `cores`."""
     cpu, wall = children_cpu(), time.perf_counter()
-    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, check=False)
+    subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        check=False,
+        preexec_fn=lambda: os.sched_setaffinity(0, cores),
+    )
     return time.perf_counter() - wall, children_cpu() - cpu
 
 
@@ -80,8 +91,9 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args()
 
-    core = sorted(os.sched_getaffinity(0))[0]
-    os.sched_setaffinity(0, {core})  # inherited by the command
+    every_core = os.sched_getaffinity(0)
+    core = sorted(every_core)[0]
+    os.sched_setaffinity(0, {core})
     tree = args.tree.resolve()
     python = tree / ".venv" / "bin" / "python"
     argv = [str(python if python.exists() else sys.executable), "-m", "worker", "render"]
@@ -94,12 +106,15 @@ def main() -> int:
         env["PROMPT_WORKER_CACHE_DIR"] = str(Path(workdir) / "cache")
         for line in lines[:500]:
             renderer.render(line)
-        command(argv, tree, env)  # warm-up: byte code, masking database cache
+        # --workers exists in this tree only: another tree runs its default twice.
+        parallel = [*argv, "--workers", str(len(every_core))] if tree == REPO else argv
+        command(argv, tree, env, {core})  # warm-up: byte code, masking database cache
         rounds = []
         for _ in range(args.rounds):
             inside = in_process(renderer, lines)
-            outside = command(argv, tree, env)
-            rounds.append((inside, outside))
+            outside = command(argv, tree, env, {core})
+            everywhere = command(parallel, tree, env, every_core)
+            rounds.append((inside, outside, everywhere))
 
     def rate(seconds: float) -> float:
         return args.jobs / seconds
@@ -107,20 +122,27 @@ def main() -> int:
     result = {
         "jobs": args.jobs,
         "tree": str(tree),
-        "in_process_jobs_per_s": round(statistics.median(rate(i[0]) for i, _ in rounds)),
+        "cores": len(every_core),
+        "in_process_jobs_per_s": round(statistics.median(rate(i[0]) for i, _, _ in rounds)),
         "in_process_cpu_us_per_job": round(
-            statistics.median(i[1] for i, _ in rounds) / args.jobs * 1e6, 1
+            statistics.median(i[1] for i, _, _ in rounds) / args.jobs * 1e6, 1
         ),
-        "command_jobs_per_s": round(statistics.median(rate(o[0]) for _, o in rounds)),
+        "command_jobs_per_s": round(statistics.median(rate(o[0]) for _, o, _ in rounds)),
         "command_cpu_us_per_job": round(
-            statistics.median(o[1] for _, o in rounds) / args.jobs * 1e6, 1
+            statistics.median(o[1] for _, o, _ in rounds) / args.jobs * 1e6, 1
         ),
-        "ratio_wall": round(statistics.median(i[0] / o[0] for i, o in rounds), 3),
-        "ratio_cpu": round(statistics.median(i[1] / o[1] for i, o in rounds), 3),
+        "ratio_wall": round(statistics.median(i[0] / o[0] for i, o, _ in rounds), 3),
+        "ratio_cpu": round(statistics.median(i[1] / o[1] for i, o, _ in rounds), 3),
+        "all_cores_jobs_per_s": round(statistics.median(rate(e[0]) for _, _, e in rounds)),
+        "all_cores_ratio_wall": round(statistics.median(i[0] / e[0] for i, _, e in rounds), 3),
         "target_ratio": 0.8,
         "rounds": [
-            {"in_process_s": [round(x, 3) for x in i], "command_s": [round(x, 3) for x in o]}
-            for i, o in rounds
+            {
+                "in_process_s": [round(x, 3) for x in i],
+                "command_one_core_s": [round(x, 3) for x in o],
+                "command_all_cores_s": [round(x, 3) for x in e],
+            }
+            for i, o, e in rounds
         ],
         "loadavg": os.getloadavg(),
     }
@@ -134,12 +156,17 @@ def main() -> int:
         f"{result['in_process_cpu_us_per_job']} µs CPU a job"
     )
     print(
-        f"command:    {result['command_jobs_per_s']:,} jobs/s, "
+        f"command, one core: {result['command_jobs_per_s']:,} jobs/s, "
         f"{result['command_cpu_us_per_job']} µs CPU a job (start-up included)"
     )
     print(
         f"command / in-process: {result['ratio_wall']:.2f} by wall time, "
         f"{result['ratio_cpu']:.2f} by CPU time (target ≥ 0.8)"
+    )
+    print(
+        f"command, --workers {result['cores']} on all cores: "
+        f"{result['all_cores_jobs_per_s']:,} jobs/s, "
+        f"{result['all_cores_ratio_wall']:.2f} of the in-process rate by wall time"
     )
     return 0
 

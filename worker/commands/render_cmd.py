@@ -15,10 +15,15 @@ import os
 import select
 import stat
 import sys
-from collections.abc import Callable, Iterator
-from typing import IO
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, TYPE_CHECKING
 
 from worker.commands.common import add_config_argument, load_config_or_exit
+
+if TYPE_CHECKING:
+    from worker.render.replies import RenderOutcome
+
+    Render = Callable[[bytes], RenderOutcome]
 
 HELP = "render jobs from a file or stdin to replies on stdout (no broker)"
 
@@ -39,6 +44,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="job file (JSON or JSON Lines); - for stdin",
     )
     add_config_argument(parser)
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="render a JSON Lines file in N processes, each a contiguous part, output in "
+        "input order (default 1; pipes and single documents always use one)",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _nothing() -> None:
@@ -115,6 +138,13 @@ def _map_lines(descriptor: int, size: int, start: int) -> Iterator[bytes]:
             start = end + 1
 
 
+def _jobs(lines: Iterable[bytes]) -> Iterator[bytes]:
+    """The job bodies among JSON Lines: blank lines skipped, whitespace stripped."""
+    for line in lines:
+        if line and not line.isspace():
+            yield _stripped(line)
+
+
 def _stripped(line: bytes) -> bytes:
     """`line.strip()` without a copy in the common case: nothing to strip."""
     if line[0] in _SPACE or line[-1] in _SPACE:
@@ -150,9 +180,7 @@ def iter_jobs(stream: IO[bytes], before_wait: Callable[[], None] = _nothing) -> 
         return
     if _is_json(first):
         yield _stripped(first)
-        for line in lines:
-            if line and not line.isspace():
-                yield _stripped(line)
+        yield from _jobs(lines)
         return
     document = b"\n".join([first, *lines])
     if _is_json(document):
@@ -174,6 +202,41 @@ def _output() -> IO[bytes]:
     return io.BufferedWriter(io.FileIO(descriptor, "w", closefd=False), buffer_size=_OUT_BUFFER)
 
 
+def _render_jobs(bodies: Iterable[bytes], render: "Render", out: IO[bytes]) -> int:
+    """Render `bodies` to `out`, a reply a line; how many got an error reply."""
+    write = out.write
+    failed = 0
+    for body in bodies:
+        outcome = render(body)
+        if not outcome.ok:
+            failed += 1
+        write(outcome.body)
+        write(b"\n")
+    return failed
+
+
+def _cuts(stream: IO[bytes], workers: int) -> list[int] | None:
+    """Where to cut the input into parts, one per process; None for one process: one
+    was asked for, or the input is not a regular file, or not JSON Lines."""
+    if workers < 2:
+        return None
+    from worker.commands.render_parts import boundaries
+
+    try:
+        descriptor = stream.fileno()
+        info = os.fstat(descriptor)
+        start = stream.tell()
+    except (AttributeError, OSError, ValueError):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    first = next(_jobs(_map_lines(descriptor, info.st_size, start)), None)
+    if first is None or not _is_json(first):
+        return None
+    with mmap.mmap(descriptor, info.st_size, access=mmap.ACCESS_READ) as data:
+        return boundaries(data.find, start, info.st_size, workers)
+
+
 def run(args: argparse.Namespace) -> int:
     from worker.render.renderer import Renderer
 
@@ -185,16 +248,25 @@ def run(args: argparse.Namespace) -> int:
         print(f"prompt-worker render: cannot open {args.input}: {exc.strerror}", file=sys.stderr)
         return 2
     out = _output()
-    write, render = out.write, renderer.render
-    failed = 0
+    render = renderer.render
     with stream:
         try:
-            for body in iter_jobs(stream, out.flush):
-                outcome = render(body)
-                if not outcome.ok:
-                    failed += 1
-                write(outcome.body)
-                write(b"\n")
+            cuts = _cuts(stream, args.workers)
+            if cuts is None:
+                failed = _render_jobs(iter_jobs(stream, out.flush), render, out)
+            else:
+                from worker.commands.render_parts import PartFailed, render_in_parts
+
+                descriptor = stream.fileno()
+
+                def render_range(start: int, end: int, target: IO[bytes]) -> int:
+                    return _render_jobs(_jobs(_map_lines(descriptor, end, start)), render, target)
+
+                try:
+                    failed = render_in_parts(cuts, render_range, out)
+                except PartFailed as exc:
+                    print(f"prompt-worker render: {exc}", file=sys.stderr)
+                    return 2
         finally:
             out.flush()
     return 1 if failed else 0
