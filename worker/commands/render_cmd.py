@@ -109,10 +109,9 @@ def _lines(blocks: Iterator[bytes]) -> Iterator[bytes]:
     yield b"".join(partial)
 
 
-def _mapped_lines(stream: IO[bytes]) -> Iterator[bytes] | None:
-    """The lines of a regular file read through a memory map, as `_lines` gives them,
-    or None for anything else: each line is then copied once, out of the page cache,
-    instead of read into a block and copied again out of it."""
+def _regular_file(stream: IO[bytes]) -> tuple[int, int, int] | None:
+    """(descriptor, size, position) of a regular file with bytes left to read; None for
+    anything else (a pipe, a terminal, a stream without a descriptor, an exhausted file)."""
     try:
         descriptor = stream.fileno()
         info = os.fstat(descriptor)
@@ -121,7 +120,15 @@ def _mapped_lines(stream: IO[bytes]) -> Iterator[bytes] | None:
         return None
     if not stat.S_ISREG(info.st_mode) or info.st_size <= start:
         return None
-    return _map_lines(descriptor, info.st_size, start)
+    return descriptor, info.st_size, start
+
+
+def _mapped_lines(stream: IO[bytes]) -> Iterator[bytes] | None:
+    """The lines of a regular file read through a memory map, as `_lines` gives them,
+    or None for anything else: each line is then copied once, out of the page cache,
+    instead of read into a block and copied again out of it."""
+    regular = _regular_file(stream)
+    return None if regular is None else _map_lines(*regular)
 
 
 def _map_lines(descriptor: int, size: int, start: int) -> Iterator[bytes]:
@@ -222,19 +229,15 @@ def _cuts(stream: IO[bytes], workers: int) -> list[int] | None:
         return None
     from worker.commands.render_parts import boundaries
 
-    try:
-        descriptor = stream.fileno()
-        info = os.fstat(descriptor)
-        start = stream.tell()
-    except (AttributeError, OSError, ValueError):
+    regular = _regular_file(stream)
+    if regular is None:
         return None
-    if not stat.S_ISREG(info.st_mode):
-        return None
-    first = next(_jobs(_map_lines(descriptor, info.st_size, start)), None)
+    descriptor, size, start = regular
+    first = next(_jobs(_map_lines(descriptor, size, start)), None)
     if first is None or not _is_json(first):
         return None
-    with mmap.mmap(descriptor, info.st_size, access=mmap.ACCESS_READ) as data:
-        return boundaries(data.find, start, info.st_size, workers)
+    with mmap.mmap(descriptor, size, access=mmap.ACCESS_READ) as data:
+        return boundaries(data.find, start, size, workers)
 
 
 def run(args: argparse.Namespace) -> int:
