@@ -21,26 +21,13 @@ from typing import TYPE_CHECKING
 
 from worker.commands.common import add_config_argument, load_config_or_exit
 from worker.errors import ConfigError
-from worker.rerender.progress import MODES
-from worker.rerender.run import (
-    DEFAULT_DIFF_LIMIT,
-    EXIT_USAGE,
-    Options,
-    RerenderError,
-    default_workers,
-)
-from worker.rerender.run import (
-    run as run_rerender,
-)
-from worker.rerender.sink import Engine
-from worker.transport.settings import add_arguments as add_setting_arguments
-from worker.transport.settings import parse_amqp_url
 
 # The serve settings the broker engine shares, with the same flags and variables.
 _TLS_SETTINGS = ("tls_ca_file", "tls_cert_file", "tls_key_file")
 
 if TYPE_CHECKING:
     from schemas.budget import Budget
+    from worker.rerender.sink import Engine
 
 HELP = "re-render past jobs (JSON Lines) and report drift from what was sent"
 AMQP_URL_ENV = "PROMPT_WORKER_AMQP_URL"
@@ -73,6 +60,8 @@ def _seconds(text: str) -> float:
 def _amqp_url(text: str) -> str:
     if not text:
         return text  # a bare --broker (argparse passes its const through here too)
+    from worker.transport.settings import parse_amqp_url
+
     try:
         return parse_amqp_url(text)
     except ValueError as exc:
@@ -82,6 +71,10 @@ def _amqp_url(text: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from worker.rerender.progress import MODES
+    from worker.rerender.run import DEFAULT_DIFF_LIMIT, default_workers
+    from worker.transport.settings import add_arguments as add_setting_arguments
+
     parser.add_argument("input", metavar="INPUT.jsonl", help="jobs, one a line; - for stdin")
     parser.add_argument(
         "--out", required=True, metavar="OUTPUT.jsonl", help="one record per input line"
@@ -199,9 +192,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _broker_engine(args: argparse.Namespace) -> Engine:
+def _broker_engine(args: argparse.Namespace) -> "Engine":
     # Imported here: the local engine must not pay for aio-pika at start-up.
     from worker.rerender.broker import DEFAULT_TIMEOUT, DEFAULT_WINDOW, BrokerEngine
+    from worker.rerender.run import RerenderError
     from worker.transport.settings import SettingsError, resolve
 
     flags = {field: getattr(args, field) for field in _TLS_SETTINGS}
@@ -224,6 +218,7 @@ def _broker_engine(args: argparse.Namespace) -> Engine:
 def _default_budget(args: argparse.Namespace) -> "Budget | None":
     """The budget of --budget/--tokenizer, for jobs without one."""
     from schemas.budget import DEFAULT_TOKENIZER, Budget
+    from worker.rerender.run import RerenderError
 
     if args.budget is None:
         if args.tokenizer is not None:
@@ -233,6 +228,10 @@ def _default_budget(args: argparse.Namespace) -> "Budget | None":
 
 
 def run(args: argparse.Namespace) -> int:
+    from worker.rerender.run import EXIT_USAGE, Options, RerenderError, default_workers
+    from worker.rerender.run import run as run_rerender
+    from worker.rerender.sink import Engine
+
     options = Options(
         input=args.input,
         output=args.out,
