@@ -1,20 +1,30 @@
-# syntax=docker/dockerfile:1
 # The build-prompt worker image: `docker build -t build-prompt-worker .`
 #
-# Two stages: the build stage turns the source into a wheel and installs it with its
-# runtime dependencies into a virtualenv (scripts/install-runtime.sh, the same script CI
-# runs); the final stage is a clean slim Python with only that virtualenv, no compiler,
-# no pip cache, no test tools, running as an unprivileged user.
+# Two stages: the build stage installs the runtime dependencies, then the worker's wheel
+# (scripts/install-runtime.sh, the same script CI runs), into a virtualenv; the final
+# stage is a clean slim Python with only that virtualenv, no compiler, no pip, no test
+# tools, running as an unprivileged user. Where the public registries are out of reach,
+# scripts/build-image builds it on a Debian-built stand-in base (docs/OPERATIONS.md).
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+# The dependencies in a layer of their own, keyed on pyproject.toml alone: a change to
+# the worker's code rebuilds only the small wheel below, not every dependency.
+COPY pyproject.toml ./
+RUN python3 -m venv /opt/prompt-worker \
+ && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >/tmp/requirements.txt \
+ && /opt/prompt-worker/bin/pip install --quiet --requirement /tmp/requirements.txt
 COPY scripts/install-runtime.sh scripts/install-runtime.sh
-COPY pyproject.toml README.md ./
+COPY README.md ./
 COPY schemas/ schemas/
 COPY worker/ worker/
-RUN scripts/install-runtime.sh /opt/prompt-worker
+# pip and setuptools installed the venv; the worker never runs them.
+RUN scripts/install-runtime.sh /opt/prompt-worker \
+ && /opt/prompt-worker/bin/python -m pip uninstall --quiet --yes pip setuptools
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="build-prompt-worker" \
@@ -26,6 +36,8 @@ LABEL org.opencontainers.image.title="build-prompt-worker" \
 # architectures Debian's Vectorscan provides the same library (libhs.so.5). Without
 # either the worker still masks, with the slower engines and the same results.
 # (The package is pinned in the variable, which hadolint cannot see.)
+# The base's own pip, setuptools and wheel are build tools the worker never runs: gone
+# (Debian's packages on a Debian-built base, the official image's own install otherwise).
 # hadolint ignore=DL3008
 RUN apt-get update \
  && case "$(dpkg --print-architecture)" in \
@@ -33,6 +45,11 @@ RUN apt-get update \
       *) hyperscan='libvectorscan5=5.4.*' ;; \
     esac \
  && apt-get install -y --no-install-recommends "$hyperscan" \
+ && if dpkg-query --show python3-pip >/dev/null 2>&1; then \
+      apt-get purge -y --auto-remove python3-pip python3-setuptools python3-wheel; \
+    else \
+      python3 -m pip uninstall --quiet --yes pip setuptools wheel; \
+    fi \
  && rm -rf /var/lib/apt/lists/*
 
 # A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it without a passwd lookup.

@@ -1,6 +1,6 @@
 """The Dockerfile and its build context, checked without a Docker engine.
 
-The image cannot be built here, so these tests pin what the build depends on: the
+These tests pin, without building, what the build depends on: the
 build stage runs scripts/install-runtime.sh (the script test_install_script.py
 exercises), every file it copies is in the build context, the final stage runs as a
 non-root user with `prompt-worker serve`, and the healthcheck command really
@@ -114,7 +114,9 @@ def test_final_stage_has_only_the_venv_and_config() -> None:
             assert args.split()[1:] == ["/opt/prompt-worker", "/opt/prompt-worker"]
         else:
             assert args.split() == ["deploy/worker.yaml", CONFIG_PATH]
-    assert not any(keyword == "RUN" and "pip" in args for keyword, args in final)
+    # Nothing is pip-installed here; the base's pip is removed (test_image.py checks the
+    # built image has none).
+    assert not any(keyword == "RUN" and "pip install" in args for keyword, args in final)
 
 
 def test_final_stage_installs_the_masking_engine_ci_tests() -> None:
@@ -247,3 +249,16 @@ def test_hadolint_finds_nothing() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dependencies_install_before_the_code_is_copied() -> None:
+    """A change to worker/ must not reinstall every dependency: their layer comes first."""
+    build = stages()[0]
+    steps = [(keyword, args) for keyword, args in build]
+    copy_code = next(i for i, (k, a) in enumerate(steps) if k == "COPY" and a.startswith("worker/"))
+    install_deps = next(
+        i for i, (k, a) in enumerate(steps) if k == "RUN" and "--requirement" in a
+    )
+    assert install_deps < copy_code
+    copied_before = {a.split()[0] for k, a in steps[:install_deps] if k == "COPY"}
+    assert copied_before == {"pyproject.toml"}
