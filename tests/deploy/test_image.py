@@ -34,7 +34,8 @@ from tests.integration.helpers import AMQP_URL, drain, free_port, queue_depth, u
 from worker.transport.client import PromptClient
 from worker.transport.topology import Topology
 
-pytestmark = [pytest.mark.slow, pytest.mark.broker]
+# A cold first build of the image (minutes) happens in the fixture when not done before.
+pytestmark = [pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(1200)]
 
 CONFIG_IN_IMAGE = "/etc/prompt-worker/worker.yaml"
 CASES = [*read_jsonl(CONFORMANCE / "cases.jsonl"), *read_jsonl(CONFORMANCE / "families.jsonl")]
