@@ -16,6 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.deploy.docker_env import built_image, docker, image_config
 from worker.render.config import parse_config
 from worker.transport import settings, topology
 
@@ -245,3 +246,37 @@ def test_prometheus_rule_is_in_sync_with_alerts_yml(res: dict[str, dict[str, Any
         check=False,
     )
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+# --- against the built image (docker_env.py: skips without an engine, fails in CI) ---
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # a cold first build of the image takes minutes
+def test_manifests_match_the_built_image(res: dict[str, dict[str, Any]]) -> None:
+    """What the Deployment assumes about the image is what the image is: its entrypoint
+    (no command override needed), its user, its port and where it reads its config. The
+    read-only root filesystem and dropped capabilities it asks for are the locked-down
+    run mode of test_image.py."""
+    image = built_image()
+    config = image_config(image)
+    c = container(res)
+    pod = res["Deployment"]["spec"]["template"]["spec"]
+    env = {name: item["value"] for name, item in env_of(res).items() if "value" in item}
+    image_env = dict(item.split("=", 1) for item in config["Env"])
+
+    # The image's own entrypoint runs `serve`, with the manifest's args if any.
+    assert config["Entrypoint"] == ["prompt-worker", "serve"]
+    assert "command" not in c
+    uid, gid = (int(part) for part in config["User"].split(":"))
+    assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]) == (uid, gid)
+    exposed = {int(port.split("/")[0]) for port in config["ExposedPorts"]}
+    assert {port["containerPort"] for port in c["ports"]} == exposed
+    assert int(env.get("PROMPT_WORKER_HTTP_PORT", image_env["PROMPT_WORKER_HTTP_PORT"])) in exposed
+    assert (
+        env.get("PROMPT_WORKER_CONFIG", image_env["PROMPT_WORKER_CONFIG"])
+        == image_env["PROMPT_WORKER_CONFIG"]
+    )
+    # The manifest's tag is the version the image's worker reports.
+    version = docker("run", "--rm", "--entrypoint", "prompt-worker", image, "--version")
+    assert c["image"].rsplit(":", 1)[1] == version.split()[-1]
