@@ -256,9 +256,7 @@ def test_dependencies_install_before_the_code_is_copied() -> None:
     build = stages()[0]
     steps = [(keyword, args) for keyword, args in build]
     copy_code = next(i for i, (k, a) in enumerate(steps) if k == "COPY" and a.startswith("worker/"))
-    install_deps = next(
-        i for i, (k, a) in enumerate(steps) if k == "RUN" and "--requirement" in a
-    )
+    install_deps = next(i for i, (k, a) in enumerate(steps) if k == "RUN" and "--requirement" in a)
     assert install_deps < copy_code
     copied_before = {a.split()[0] for k, a in steps[:install_deps] if k == "COPY"}
     assert copied_before == {"pyproject.toml"}

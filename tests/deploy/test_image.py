@@ -30,7 +30,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.data import CONFORMANCE, SEED_000_KINDS, read_jsonl
 from tests.deploy.docker_env import Container, built_image, image_config, running
-from tests.integration.helpers import AMQP_URL, drain, free_port, queue_depth, unique_topology
+from tests.integration.helpers import (
+    AMQP_URL,
+    drain,
+    free_port,
+    queue_depth,
+    serve_env,
+    unique_topology,
+)
 from worker.transport.client import PromptClient
 from worker.transport.topology import Topology
 
@@ -113,12 +120,7 @@ def serve(image: str, mode: RunMode, label: str) -> Iterator[Served]:
     topo = next(topology_names)
     port = free_port()
     env = {
-        "PROMPT_WORKER_AMQP_URL": AMQP_URL,
-        "PROMPT_WORKER_REQUEST_QUEUE": topo.request_queue,
-        "PROMPT_WORKER_REPLY_QUEUE": topo.reply_queue,
-        "PROMPT_WORKER_DEAD_LETTER_QUEUE": topo.dead_letter,
-        "PROMPT_WORKER_HTTP_HOST": "127.0.0.1",
-        "PROMPT_WORKER_HTTP_PORT": str(port),
+        **serve_env(topo, port),
         "PROMPT_WORKER_OFFLOAD_BYTES": str(OFFLOAD_BYTES),
         **mode.env,
     }

@@ -26,6 +26,7 @@ from tests.integration.helpers import (
     WorkerProcess,
     broker_reachable,
     free_port,
+    serve_env,
     unique_topology,
 )
 from worker.transport.client import PromptClient
@@ -59,17 +60,7 @@ def start_worker(topo: Topology, tmp_path: Path) -> Iterator[StartWorker]:
     ) -> WorkerProcess:
         """amqp_url=None: the URL comes from `env` (e.g. PROMPT_WORKER_AMQP_URL_FILE)."""
         port = free_port()
-        full_env = {
-            **os.environ,
-            **({"PROMPT_WORKER_AMQP_URL": amqp_url} if amqp_url is not None else {}),
-            "PROMPT_WORKER_REQUEST_QUEUE": topo.request_queue,
-            "PROMPT_WORKER_REPLY_QUEUE": topo.reply_queue,
-            "PROMPT_WORKER_DEAD_LETTER_QUEUE": topo.dead_letter,
-            "PROMPT_WORKER_HTTP_PORT": str(port),
-            "PROMPT_WORKER_HTTP_HOST": "127.0.0.1",
-            "PROMPT_WORKER_LOG_FORMAT": "json",
-            **(env or {}),
-        }
+        full_env = {**os.environ, **serve_env(topo, port, amqp_url), **(env or {})}
         if config is not None:
             full_env["PROMPT_WORKER_CONFIG"] = str(config)
         log_path = tmp_path / f"worker-{len(started)}.log"

@@ -55,6 +55,22 @@ def unique_topology(label: str) -> Iterator[Topology]:
     asyncio.run(delete_topology(names))
 
 
+def serve_env(
+    topology: Topology, http_port: int, amqp_url: str | None = AMQP_URL
+) -> dict[str, str]:
+    """The settings that put `prompt-worker serve` on a test's own queues and HTTP port
+    (amqp_url=None: the caller gives the URL another way, e.g. a URL file)."""
+    return {
+        **({"PROMPT_WORKER_AMQP_URL": amqp_url} if amqp_url is not None else {}),
+        "PROMPT_WORKER_REQUEST_QUEUE": topology.request_queue,
+        "PROMPT_WORKER_REPLY_QUEUE": topology.reply_queue,
+        "PROMPT_WORKER_DEAD_LETTER_QUEUE": topology.dead_letter,
+        "PROMPT_WORKER_HTTP_PORT": str(http_port),
+        "PROMPT_WORKER_HTTP_HOST": "127.0.0.1",
+        "PROMPT_WORKER_LOG_FORMAT": "json",
+    }
+
+
 def broker_reachable() -> bool:
     from urllib.parse import urlsplit
 
