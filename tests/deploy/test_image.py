@@ -19,7 +19,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from tests.integration.helpers import (
     queue_depth,
     serve_env,
     unique_topology,
+    wait_for,
 )
 from worker.transport.client import PromptClient
 from worker.transport.topology import Topology
@@ -253,11 +254,25 @@ async def publish_then_terminate(served: Served) -> tuple[int, int, int]:
         await drain(channel, topo.reply_queue, 1)
         served.container.kill("TERM")
         await asyncio.to_thread(served.container.wait_exit, 60)
-        return (
-            1 + await queue_depth(channel, topo.reply_queue),
-            await queue_depth(channel, topo.request_queue),
-            await queue_depth(channel, topo.dead_letter_queue),
+
+        async def counts() -> tuple[int, int, int]:
+            return (
+                1 + await queue_depth(channel, topo.reply_queue),
+                await queue_depth(channel, topo.request_queue),
+                await queue_depth(channel, topo.dead_letter_queue),
+            )
+
+        # The broker requeues what the closed connection left unacknowledged a moment
+        # after the exit; until then a job may be in neither queue.
+        await wait_for(
+            lambda: _settled(counts), REPLY_TIMEOUT, "every job answered or queued again"
         )
+        return await counts()
+
+
+async def _settled(counts: Callable[[], Awaitable[tuple[int, int, int]]]) -> bool:
+    answered, queued, _ = await counts()
+    return answered + queued >= len(CASES)
 
 
 def test_the_image_holds_no_build_tools(image: str) -> None:
