@@ -98,6 +98,39 @@ def test_config_problems_are_named(tmp_path: Path, text: str, problem: str) -> N
     assert problem in result.stderr.decode()
 
 
+# Line 4 is "  bad: x: y": the second colon, at column 9, cannot start a value there.
+BROKEN_YAML = """mcp_servers:
+  kubernetes-server:
+    instructions: "Prefer read-only verbs."
+  bad: x: y
+"""
+
+
+@pytest.mark.parametrize("command", ["render", "serve"])
+def test_a_yaml_syntax_error_is_one_line_with_file_line_and_column(
+    tmp_path: Path, command: str
+) -> None:
+    config = tmp_path / "worker.yaml"
+    config.write_text(BROKEN_YAML)
+    env = {"PATH": "/usr/bin:/bin", "PROMPT_WORKER_HTTP_PORT": "0"}
+    result = prompt_worker(command, "--config", str(config), stdin=b"{}", env=env)
+    assert result.returncode == 2
+    (line,) = result.stderr.decode().splitlines()
+    assert f"{config}:4:9: not valid YAML: mapping values are not allowed here" in line
+
+
+@pytest.mark.parametrize("command", ["render", "serve"])
+def test_a_misspelt_key_in_an_mcp_server_entry_is_rejected(tmp_path: Path, command: str) -> None:
+    config = tmp_path / "worker.yaml"
+    config.write_text("mcp_servers:\n  kubernetes-server:\n    instructons: Prefer get.\n")
+    env = {"PATH": "/usr/bin:/bin", "PROMPT_WORKER_HTTP_PORT": "0"}
+    result = prompt_worker(command, "--config", str(config), stdin=b"{}", env=env)
+    assert result.returncode == 2
+    (line,) = result.stderr.decode().splitlines()
+    assert f"{config}: mcp_servers.kubernetes-server.instructons: unknown key" in line
+    assert "did you mean 'instructions'?" in line
+
+
 def test_missing_input_and_config_files() -> None:
     assert prompt_worker("render", "/nonexistent/jobs.jsonl").returncode == 2
     result = prompt_worker("render", "--config", "/nonexistent/worker.yaml")

@@ -43,7 +43,11 @@ def test_empty_file_is_the_empty_config(tmp_path: Path) -> None:
     ("data", "message"),
     [
         ({"mcp_servers": {"a": {"instructions": 3}}}, "mcp_servers.a.instructions"),
-        ({"unknown_key": 1}, "unknown_key"),
+        ({"unknown_key": 1}, "unknown_key: unknown key"),
+        (
+            {"mcp_servers": {"a": {"instructons": "x"}}},
+            "mcp_servers.a.instructons: unknown key (known: instructions)",
+        ),
         ([1, 2], "expected a mapping"),
     ],
 )

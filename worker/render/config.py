@@ -4,6 +4,7 @@ Loaded once at start-up. A malformed file is a `ConfigError` naming the file and
 problem; the CLI turns it into a one-line message and exit code 2, never a traceback.
 """
 
+import difflib
 import os
 from pathlib import Path
 from types import MappingProxyType
@@ -22,7 +23,9 @@ CONFIG_ENV = "PROMPT_WORKER_CONFIG"
 
 
 class MCPServerConfig(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # A misspelt key (`instructons:`) is rejected like an unknown top-level key:
+    # ignored, it would drop the server's instructions from every prompt unnoticed.
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     instructions: str = ""
 
@@ -53,8 +56,41 @@ def _format_validation_error(error: ValidationError) -> str:
     parts = []
     for item in error.errors():
         where = ".".join(str(p) for p in item["loc"]) or "(top level)"
-        parts.append(f"{where}: {item['msg']}")
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = _unknown_key(item["loc"])
+        parts.append(f"{where}: {message}")
     return "; ".join(parts)
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    """"unknown key", with the keys allowed there and the likeliest one meant."""
+    model: type[BaseModel] = WorkerConfig
+    if loc[:1] == ("mcp_servers",) and len(loc) == 3:
+        model = MCPServerConfig
+    elif len(loc) != 1:
+        return "unknown key"
+    known = sorted(model.model_fields)
+    message = f"unknown key (known: {', '.join(known)})"
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    if close:
+        message += f"; did you mean {close[0]!r}?"
+    return message
+
+
+def _yaml_error(source: str, exc: yaml.YAMLError) -> str:
+    """One line: file, line and column (1-based, as editors count), and the problem."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    if context:
+        context_mark = getattr(exc, "context_mark", None)
+        if context_mark is not None:
+            context += f" at line {context_mark.line + 1}, column {context_mark.column + 1}"
+        problem = f"{problem} ({context})"
+    if mark is None:
+        return f"{source}: not valid YAML: {problem}"
+    return f"{source}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {problem}"
 
 
 def parse_config(data: Any, source: str = "<config>") -> WorkerConfig:
@@ -91,5 +127,5 @@ def load_config(path: str | os.PathLike[str] | None = None) -> WorkerConfig:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+        raise ConfigError(_yaml_error(source, exc)) from None
     return parse_config(data, source)
