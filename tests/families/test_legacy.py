@@ -541,6 +541,11 @@ def test_legacy_react_messages(registry_renderer: Renderer) -> None:
     assert system["content"].endswith("Focus on triage for human operators to execute.")
     assert user["role"] == "user"
     assert user["content"].startswith("Answer the following question using the available tools.")
+    # The unknown server is named in the reply; the registered one, empty or not, is not.
+    assert json.loads(outcome.body)["meta"]["warnings"] == [
+        "MCP server 'unknown-server' is not in the MCP server registry; "
+        "its instructions are left out"
+    ]
     assert "Question: Analyze this PodCrashLooping alert" in user["content"]
 
 

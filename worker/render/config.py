@@ -64,7 +64,7 @@ def _format_validation_error(error: ValidationError) -> str:
 
 
 def _unknown_key(loc: tuple[int | str, ...]) -> str:
-    """"unknown key", with the keys allowed there and the likeliest one meant."""
+    """ "unknown key", with the keys allowed there and the likeliest one meant."""
     model: type[BaseModel] = WorkerConfig
     if loc[:1] == ("mcp_servers",) and len(loc) == 3:
         model = MCPServerConfig

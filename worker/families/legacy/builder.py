@@ -86,10 +86,19 @@ BUILDERS: dict[Kind, Callable[[LegacyPayload, RenderContext], Messages]] = {
 }
 
 
+# The kinds whose system message composes the MCP server instructions.
+_COMPOSES_INSTRUCTIONS = frozenset(
+    {Kind.LEGACY_REACT, Kind.LEGACY_STAGE_REACT, Kind.LEGACY_FINAL_ANALYSIS}
+)
+
+
 def build(job: Job, ctx: RenderContext) -> BuildResult:
     if job.legacy is None:  # validation guarantees it; a bare assert would vanish under -O
         raise ValueError(f"job {job.job_id!r}: kind {job.kind.value!r} needs the 'legacy' payload")
-    return BuildResult(messages=BUILDERS[job.kind](job.legacy, ctx))
+    messages = BUILDERS[job.kind](job.legacy, ctx)
+    if job.kind in _COMPOSES_INSTRUCTIONS:
+        return BuildResult(messages, ctx.registry.missing(job.legacy.mcp_servers))
+    return BuildResult(messages)
 
 
 def versioned_texts() -> tuple[str, ...]:

@@ -173,6 +173,10 @@ def build_executive_summary_user_prompt(final_analysis: str) -> str:
     return EXECUTIVE_SUMMARY_USER_TEMPLATE % (final_analysis,)
 
 
+# The kinds whose system message composes the stage's MCP server instructions.
+_COMPOSES_INSTRUCTIONS = frozenset({Kind.REACT, Kind.NATIVE_THINKING, Kind.SYNTHESIS})
+
+
 def build(job: Job, ctx: RenderContext) -> BuildResult:
     kind = job.kind
     messages: Messages
@@ -224,6 +228,8 @@ def build(job: Job, ctx: RenderContext) -> BuildResult:
         ]
     else:
         raise ValueError(f"kind {kind.value!r} is not built by the tarsy family")
+    if kind in _COMPOSES_INSTRUCTIONS:
+        return BuildResult(messages, ctx.registry.missing(job.stage.mcp_servers))
     return BuildResult(messages)
 
 
