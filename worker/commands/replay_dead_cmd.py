@@ -77,11 +77,12 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     import orjson
+    from aiormq.exceptions import AMQPError
 
     from worker.ops.logs import silence_broker_libraries
     from worker.transport import settings
+    from worker.transport.broker_failures import broker_address, connect_failure
     from worker.transport.replay import Action, DeadLetter, ReplayError, replay_dead
-    from worker.transport.tls import refusal
 
     try:
         config = settings.from_args(args, os.environ)
@@ -89,15 +90,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"prompt-worker replay-dead: {exc}", file=sys.stderr)
         return 2
 
+    header = [] if args.json else ["\t".join(COLUMNS)]
+
     def show(action: Action, letter: DeadLetter) -> None:
         if args.json:
             line = orjson.dumps({"action": action, **letter.as_dict()}).decode()
         else:
             line = _row(action, letter)
+        # The header comes with the first row: a run that cannot connect, or finds
+        # nothing, prints its one line on stderr and no table.
+        while header:
+            print(header.pop(), flush=True)
         print(line, flush=True)
 
-    if not args.json:
-        print("\t".join(COLUMNS))
     silence_broker_libraries()
     try:
         result = asyncio.run(
@@ -115,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
     except ReplayError as exc:
         print(f"prompt-worker replay-dead: {exc}", file=sys.stderr)
         return 2
-    except (OSError, ConnectionError) as exc:
-        reason = refusal(exc) or str(exc)
-        print(f"prompt-worker replay-dead: cannot reach the broker: {reason}", file=sys.stderr)
+    except (OSError, AMQPError, TimeoutError) as exc:
+        where = broker_address(config.amqp_url)
+        print(f"prompt-worker replay-dead: {connect_failure(where, exc)}", file=sys.stderr)
         return 2
 
     what = "listed (dry run)" if args.dry_run else "replayed"

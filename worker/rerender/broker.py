@@ -37,8 +37,9 @@ from worker.ops.logs import silence_broker_libraries
 from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.sink import EngineError, Input, Sink
+from worker.transport.broker_failures import connect_failure
 from worker.transport.rpc import RpcLink
-from worker.transport.tls import TlsFiles, connect_kwargs, refusal
+from worker.transport.tls import TlsFiles, connect_kwargs
 
 DEFAULT_WINDOW = 256
 DEFAULT_TIMEOUT = 60.0
@@ -145,16 +146,17 @@ class BrokerEngine:
 
     async def _connect(self) -> None:
         silence_broker_libraries()
+        where = redact_url(self.url)
         try:
             await self._link.open(timeout=CONNECT_TIMEOUT)
             return
         except TimeoutError:
-            reason = f"no answer within {CONNECT_TIMEOUT:g} s"
+            message = f"cannot reach the broker at {where}: no answer within {CONNECT_TIMEOUT:g} s"
         except Exception as exc:  # refused, DNS, TLS, authentication: all one message
-            reason = refusal(exc) or str(exc) or type(exc).__name__
+            message = connect_failure(where, exc)
         with contextlib.suppress(Exception):  # connected, then failed: nothing to keep
             await self._link.close()
-        raise EngineError(f"cannot reach the broker at {redact_url(self.url)}: {reason}")
+        raise EngineError(message)
 
     async def _check_request_queue(self, connection: AbstractConnection, sink: Sink) -> None:
         # A passive declare on a throwaway channel: a missing queue closes that channel.

@@ -25,6 +25,7 @@ nobody reads once the client is closed.
 """
 
 import asyncio
+import contextlib
 import os
 import socket
 import uuid
@@ -35,10 +36,11 @@ from typing import Any
 
 import orjson
 from aio_pika.abc import AbstractRobustConnection
-from aiormq.exceptions import DeliveryError, PublishError
+from aiormq.exceptions import AMQPError, DeliveryError, PublishError
 from yarl import URL
 
 from worker.transport import tls as broker_tls
+from worker.transport.broker_failures import broker_address, connect_failure, is_access_refused
 from worker.transport.rpc import RpcLink
 from worker.transport.topology import DEFAULT_REQUEST_QUEUE
 
@@ -50,6 +52,15 @@ DEFAULT_RECONNECT_INTERVAL = "1"
 
 class PromptClientError(Exception):
     """The request could not be published or its reply could not be received."""
+
+
+class PromptBrokerUnreachable(PromptClientError, ConnectionError):
+    """The client could not connect to the broker (the message says where and why)."""
+
+
+class PromptAccessRefused(PromptBrokerUnreachable):
+    """The broker refused the user name or password (ACCESS_REFUSED): retrying with the
+    same URL cannot help."""
 
 
 class PromptTimeout(PromptClientError, TimeoutError):
@@ -114,11 +125,11 @@ class PromptClient:
         # fail_fast (aio-pika's default): opening fails at once when the broker is down.
         try:
             await link.open()
-        except Exception as exc:
-            refused = broker_tls.refusal(exc)
-            if refused is None:
-                raise
-            raise PromptClientError(refused) from exc
+        except (OSError, AMQPError, TimeoutError) as exc:
+            with contextlib.suppress(Exception):
+                await link.close()
+            error = PromptAccessRefused if is_access_refused(exc) else PromptBrokerUnreachable
+            raise error(connect_failure(broker_address(url), exc)) from exc
         connection = link.connection
         assert isinstance(connection, AbstractRobustConnection)
         connection.reconnect_callbacks.add(self._on_reconnected)
