@@ -5,8 +5,9 @@ and acknowledges the job once the broker confirmed the reply. Bad input gets an 
 reply and is dead-lettered. Starts before the broker if need be and reconnects on its
 own. SIGTERM/SIGINT: stop taking jobs, finish those in flight, exit 0; a second signal
 exits at once. Every flag has a PROMPT_WORKER_* variable; flags win.
-Exit codes: 0 clean stop, 2 bad settings, configuration, broker topology conflict or a
-broker TLS certificate that fails verification.
+Exit codes: 0 clean stop, 2 bad settings, configuration, broker topology conflict, a
+broker TLS certificate that fails verification or credentials the broker refuses
+(ACCESS_REFUSED is not retried).
 """
 
 import argparse

@@ -46,6 +46,8 @@ from worker.ops.metrics import Metrics, kind_label
 from worker.render.renderer import Renderer
 from worker.render.replies import RenderOutcome, error_reply
 from worker.transport import tls, topology
+from worker.transport.broker_failures import describe
+from worker.transport.connection import BrokerConnection
 from worker.transport.offload import RenderPool, RenderProcessDied
 from worker.transport.settings import Settings
 
@@ -157,6 +159,7 @@ class Worker:
         self._stop: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
         self._in_flight = 0
+        self._exit_code = 0
 
     # -- readiness ---------------------------------------------------------------
 
@@ -174,9 +177,10 @@ class Worker:
     def _update_ready(self) -> None:
         self.metrics.ready.set(1 if self.ready else 0)
 
-    def _on_link_down(self, *_: Any) -> None:
+    def _on_link_down(self, _sender: Any = None, exc: Any = None, *_: Any) -> None:
         if self._link_up and not self._stop_requested:
-            self.log.warning("broker_link_down", in_flight=self._in_flight)
+            reason = describe(exc) if isinstance(exc, BaseException) else None
+            self.log.warning("broker_link_down", in_flight=self._in_flight, error=reason)
         self._link_up = False
         self._update_ready()
 
@@ -189,6 +193,12 @@ class Worker:
         self.log.info("broker_reconnected")
         self._on_link_up()
 
+    def _on_access_refused(self, _reason: str) -> None:
+        # Wrong credentials stay wrong: stop (exit 2, as for bad settings) rather than
+        # retry for ever behind a readiness probe that never says why.
+        self._exit_code = 2
+        self.request_stop()
+
     # -- lifecycle -----------------------------------------------------------------
 
     def request_stop(self) -> None:
@@ -199,7 +209,8 @@ class Worker:
             self._stop.set()
 
     async def run(self) -> int:
-        """Serve until `request_stop`; the exit code (2 for a topology conflict)."""
+        """Serve until `request_stop`; the exit code (2 for a topology conflict or
+        credentials the broker refuses)."""
         self._stop = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -217,7 +228,7 @@ class Worker:
             warming.cancel()
             await asyncio.gather(connecting, warming, return_exceptions=True)
             await self._close()
-            return 0
+            return self._exit_code
         try:
             connecting.result()
         except (TopologyError, tls.TlsRefused) as exc:
@@ -231,12 +242,14 @@ class Worker:
         await stopping
         await self._drain()
         await self._close()
-        return 0
+        return self._exit_code
 
     async def _start(self, warming: "asyncio.Task[bool]") -> None:
         broker_tls = tls.connect_kwargs(self.settings.amqp_url, self.settings.tls)
-        connection = aio_pika.RobustConnection(
+        connection = BrokerConnection(
             connection_url(self.settings.amqp_url),
+            on_refused=self._on_access_refused,
+            log=self.log,
             client_properties={"connection_name": self.connection_name},
             **broker_tls,
         )
