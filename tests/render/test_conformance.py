@@ -8,6 +8,7 @@ import pytest
 
 from tests.data import BENCH_JOBS, CONFORMANCE, SEED_000_KINDS, SHARED, read_jsonl
 from tests.render.conformance_helpers import assert_same_messages
+from tests.unavailable import not_beside_this_checkout
 from worker.render.renderer import Renderer
 
 CASES = list(read_jsonl(CONFORMANCE / "cases.jsonl"))
@@ -42,8 +43,7 @@ def test_case_matches_byte_for_byte(conformance_renderer: Renderer, case: dict[s
 def test_repository_copy_matches_shared_reference(copy: Any, original: Any) -> None:
     """The repository carries copies so the suite runs on a plain clone; they must not
     fall behind the reference material when it gains cases."""
-    if not original.parent.is_dir():
-        pytest.skip(f"{original.parent} is not beside this checkout")
+    not_beside_this_checkout(original.parent)
     assert filecmp.cmp(copy, original, shallow=False), (
         f"{copy} differs from {original}: copy the reference file into the repository"
     )

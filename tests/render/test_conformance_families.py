@@ -7,6 +7,7 @@ import pytest
 
 from tests.data import CONFORMANCE, SHARED, read_jsonl
 from tests.render.conformance_helpers import assert_same_messages
+from tests.unavailable import not_beside_this_checkout
 from worker.render.renderer import Renderer
 
 CASES = list(read_jsonl(CONFORMANCE / "families.jsonl"))
@@ -39,7 +40,6 @@ def test_family_case_matches_byte_for_byte(
 
 def test_vendored_vectors_equal_the_shared_reference() -> None:
     shared = SHARED / "conformance"
-    if not shared.is_dir():
-        pytest.skip(f"{shared} is not beside this checkout")
+    not_beside_this_checkout(shared)
     vendored = (CONFORMANCE / "families.jsonl").read_bytes()
     assert vendored == (shared / "families.jsonl").read_bytes()

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.rerender.runs import Run, conformance_cases, rerender_with_edit, review_lines, sent_meta
+from tests.unavailable import missing
 
-IN_CI = os.environ.get("CI") == "true"
 CHROMIUM = Path(os.environ.get("PROMPT_WORKER_CHROMIUM", "/usr/bin/chromium"))
 # Flags for a closed network: without them Chromium keeps trying to reach its services.
 CHROMIUM_ARGS = [
@@ -90,13 +90,9 @@ def _launch_or_skip() -> Any:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        if IN_CI:
-            pytest.fail("playwright is not installed: scripts/ensure-venv installs the test extras")
-        pytest.skip("playwright is not installed")
+        missing("playwright", "scripts/ensure-venv installs the test extras")
     if not CHROMIUM.exists():
-        if IN_CI:
-            pytest.fail(f"{CHROMIUM} is missing: scripts/ensure-chromium installs it")
-        pytest.skip(f"{CHROMIUM} is missing (scripts/ensure-chromium installs it)")
+        missing(str(CHROMIUM), "scripts/ensure-chromium installs it")
     return sync_playwright
 
 

@@ -25,7 +25,6 @@ from tests.integration.helpers import (
     StartWorker,
     TcpProxy,
     WorkerProcess,
-    broker_reachable,
 )
 from tests.rerender.files import conformance_lines, records, write_lines
 from worker.cli import main
@@ -35,10 +34,7 @@ from worker.transport.topology import Topology, declare
 
 __all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used here
 
-pytestmark = [
-    pytest.mark.broker,
-    pytest.mark.skipif(not broker_reachable(), reason=f"RabbitMQ not reachable at {AMQP_URL}"),
-]
+pytestmark = pytest.mark.broker
 
 CONFIG = str(CONFORMANCE / "worker.yaml")
 WORKER = [sys.executable, "-m", "worker"]
