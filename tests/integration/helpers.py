@@ -3,6 +3,7 @@
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -243,31 +244,55 @@ async def queue_depth(channel: AbstractChannel, name: str) -> int:
     return count
 
 
+def rabbitmqctl(*args: str) -> str:
+    """The output of a read-only or own-connection `rabbitmqctl` command."""
+    command = tool("rabbitmqctl", "scripts/ensure-rabbitmq installs RabbitMQ, rabbitmqctl with it")
+    return subprocess.run(
+        [command, *args], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+
+
+def connections_of(pid: int) -> list[str]:
+    """The broker's ids of the connections worker process `pid` holds."""
+    listing = rabbitmqctl("list_connections", "pid", "client_properties", "-q")
+    return [
+        connection
+        for connection, _, properties in (line.partition("\t") for line in listing.splitlines())
+        if f'pid {pid}"' in properties and "prompt-worker" in properties
+    ]
+
+
 def close_connections_of(pid: int, reason: str = "test") -> int:
     """Close the broker connections of worker process `pid` (as `rabbitmqctl
     close_all_connections` would, but only ours: the broker is shared)."""
-    rabbitmqctl = tool(
-        "rabbitmqctl", "scripts/ensure-rabbitmq installs RabbitMQ, rabbitmqctl with it"
-    )
-    listing = subprocess.run(
-        [rabbitmqctl, "list_connections", "pid", "client_properties", "-q"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    closed = 0
+    connections = connections_of(pid)
+    for connection in connections:
+        rabbitmqctl("close_connection", connection, reason)
+    return len(connections)
+
+
+def unacked_held_by(pid: int) -> int:
+    """How many deliveries the broker has handed worker process `pid` and not seen
+    settled. Stable while `pid` is stopped (SIGSTOP) with a backlog behind it: it can
+    settle nothing, and its prefetch window is full."""
+    connections = set(connections_of(pid))
+    assert connections, f"worker {pid} holds no broker connection"
+    listing = rabbitmqctl("list_channels", "connection", "messages_unacknowledged", "-q")
+    held = 0
     for line in listing.splitlines():
-        connection_pid, _, properties = line.partition("\t")
-        if f'pid {pid}"' in properties and "prompt-worker" in properties:
-            subprocess.run(
-                [rabbitmqctl, "close_connection", connection_pid, reason],
-                capture_output=True,
-                check=True,
-                timeout=60,
-            )
-            closed += 1
-    return closed
+        connection, _, count = line.partition("\t")
+        if connection in connections and count.strip().isdigit():
+            held += int(count)
+    return held
+
+
+def held_while_stopped(pid: int) -> int:
+    """SIGSTOP `pid` and return its unsettled deliveries once the count is steady."""
+    os.kill(pid, signal.SIGSTOP)
+    previous, held = -1, unacked_held_by(pid)
+    while held != previous:
+        previous, held = held, unacked_held_by(pid)
+    return held
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
