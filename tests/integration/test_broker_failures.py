@@ -7,10 +7,11 @@ raises an exception that says which. None of them lets the client library's own
 lines (URLs with their query, errno tuples, tracebacks) through.
 """
 
-import asyncio
 import itertools
+import signal
 import subprocess
 import sys
+import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,14 @@ from tests.integration.helpers import (
     StartWorker,
     TcpProxy,
     WorkerProcess,
+    a_job,
+    close_connections_of,
     free_port,
     needs_broker,
+    rabbitmqctl,
     wait_for,
 )
+from worker.transport.broker_failures import broker_address
 from worker.transport.client import PromptAccessRefused, PromptBrokerUnreachable, PromptClient
 
 SECRET = "do-not-log-this-password"
@@ -87,7 +92,7 @@ async def test_an_unreachable_broker_is_one_line_per_attempt_with_backoff(
     for line, following in itertools.pairwise(lines):
         assert seconds(following) - seconds(line) >= line["retry_in_s"] - 0.05
 
-    worker.signal(__import__("signal").SIGTERM)
+    worker.signal(signal.SIGTERM)
     assert await worker.wait_exit() == 0
     only_worker_lines(worker)
 
@@ -95,8 +100,6 @@ async def test_an_unreachable_broker_is_one_line_per_attempt_with_backoff(
 async def test_a_link_lost_mid_run_is_one_line_per_attempt_then_resumes(
     start_worker: StartWorker, client: PromptClient
 ) -> None:
-    from tests.integration.helpers import a_job
-
     proxy = TcpProxy()
     await proxy.start()
     try:
@@ -129,6 +132,31 @@ async def test_wrong_credentials_are_one_line_and_exit_2(start_worker: StartWork
     assert refused["broker"] == AMQP_URL.split("@", 1)[1].split("/", 1)[0]
     assert "access refused" in refused["error"]
     assert not named(events, "broker_unreachable"), "wrong credentials were retried"
+
+
+@needs_broker
+async def test_credentials_revoked_while_running_stop_the_worker_with_exit_2(
+    start_worker: StartWorker,
+) -> None:
+    # A user of this test's own on the shared broker, removed again at the end.
+    user, password = f"test-revoked-{uuid.uuid4().hex[:10]}", uuid.uuid4().hex
+    rabbitmqctl("add_user", user, password)
+    try:
+        rabbitmqctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+        url = f"amqp://{user}:{password}@{broker_address(AMQP_URL)}/?reconnect_interval=0.2"
+        worker = start_worker(amqp_url=url)
+        await worker.wait_ready()
+        # The password is rotated and the worker's connection dropped, as a broker
+        # restart would: its reconnect presents the old password.
+        rabbitmqctl("change_password", user, uuid.uuid4().hex)
+        assert close_connections_of(worker.pid) == 1
+        assert await worker.wait_exit() == 2
+        events = only_worker_lines(worker)
+        order = [e["event"] for e in events]
+        assert order.index("broker_link_down") < order.index("broker_access_refused")
+        assert order.count("broker_access_refused") == 1
+    finally:
+        rabbitmqctl("delete_user", user)
 
 
 @needs_broker
@@ -203,7 +231,3 @@ async def test_the_client_raises_unreachable_with_where_and_why() -> None:
     assert str(raised.value) == (f"cannot reach the broker at 127.0.0.1:{port}: connection refused")
     assert not isinstance(raised.value, PromptAccessRefused)
     assert isinstance(raised.value, ConnectionError)  # as the library's error was
-
-
-# The event loop fixture of the async tests; asyncio is used for its waits only.
-_ = asyncio
