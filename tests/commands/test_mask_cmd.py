@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands.run import prompt_worker
+from tests.cli import prompt_worker
 from worker import cli
 
 SAMPLE = (

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from schemas.json_schema import SCHEMA_FILES, render_schema
-from tests.commands.run import prompt_worker
+from tests.cli import prompt_worker
 from tests.data import BENCH_JOBS, CONFORMANCE, REPO, SEED_000_KINDS, read_jsonl
 
 

@@ -9,7 +9,7 @@ from typing import IO, Any
 
 import pytest
 
-from tests.commands.run import prompt_worker
+from tests.cli import prompt_worker
 from tests.data import BENCH_JOBS
 from worker.commands import render_parts
 

@@ -5,7 +5,7 @@ the modules they avoid importing."""
 import pytest
 
 from schemas.json_schema import SCHEMA_FILES, render_schema
-from tests.commands.run import prompt_worker
+from tests.cli import prompt_worker
 from tests.data import REPO
 from worker.commands import asyncapi_cmd, common, schema_cmd
 from worker.commands.shipped import shipped_text

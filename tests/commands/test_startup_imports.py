@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands.run import prompt_worker
+from tests.cli import prompt_worker
 from tests.data import BENCH_JOBS, REPO
 from worker import cli
 

@@ -9,8 +9,6 @@ lines (URLs with their query, errno tuples, tracebacks) through.
 
 import itertools
 import signal
-import subprocess
-import sys
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.cli import prompt_worker
 from tests.integration.helpers import (
     AMQP_URL,
     REPO,
@@ -168,26 +167,12 @@ async def test_wrong_credentials_stop_every_process_of_the_group(
     assert len(named(worker.log_events(), "broker_access_refused")) >= 1
 
 
-def prompt_worker(
-    *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "worker", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
-
-
 def test_replay_dead_without_a_broker_prints_one_line_and_no_table() -> None:
     url, port = closed_port_url()
     result = prompt_worker("replay-dead", "--dry-run", "--amqp-url", url)
     assert result.returncode == 2
-    assert result.stdout == ""
-    assert result.stderr.splitlines() == [
+    assert result.stdout == b""
+    assert result.stderr.decode().splitlines() == [
         f"prompt-worker replay-dead: cannot reach the broker at 127.0.0.1:{port}: "
         "connection refused"
     ]
@@ -197,10 +182,10 @@ def test_replay_dead_without_a_broker_prints_one_line_and_no_table() -> None:
 def test_replay_dead_says_access_refused() -> None:
     result = prompt_worker("replay-dead", "--amqp-url", wrong_password_url())
     assert result.returncode == 2
-    assert result.stdout == ""
-    (line,) = result.stderr.splitlines()
+    assert result.stdout == b""
+    (line,) = result.stderr.decode().splitlines()
     assert line.startswith("prompt-worker replay-dead: access refused by the broker at ")
-    assert SECRET not in result.stderr
+    assert SECRET not in line
 
 
 @needs_broker
@@ -211,9 +196,9 @@ def test_rerender_through_the_broker_says_access_refused(tmp_path: Path) -> None
     result = prompt_worker("rerender", str(source), "--out", str(out), f"--broker={url}",
                            "--progress", "off")  # fmt: skip
     assert result.returncode == 2
-    (line,) = result.stderr.splitlines()
+    (line,) = result.stderr.decode().splitlines()
     assert line.startswith("rerender: error: access refused by the broker at ")
-    assert SECRET not in result.stderr
+    assert SECRET not in line
 
 
 @needs_broker
