@@ -294,7 +294,8 @@ def test_bad_custom_regex_is_a_clear_config_error(tmp_path: Path) -> None:
             "masking",
             "two custom patterns",
         ),
-        ({"enable": True}, "masking.enable", "Extra inputs"),
+        ({"enable": True}, "masking.enable", "unknown key"),
+        ({"enable": True}, "masking.enable", "did you mean 'enabled'?"),
     ],
 )
 def test_invalid_masking_config_names_the_field(

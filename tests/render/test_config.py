@@ -48,6 +48,11 @@ def test_empty_file_is_the_empty_config(tmp_path: Path) -> None:
             {"mcp_servers": {"a": {"instructons": "x"}}},
             "mcp_servers.a.instructons: unknown key (known: instructions)",
         ),
+        (
+            {"prompts": [{"id": "p", "instructons": "x"}]},
+            "prompts.0.instructons: unknown key (known: ",
+        ),
+        ({"masking": {"patterns": [{"nmae": "x"}]}}, "did you mean 'name'?"),
         ([1, 2], "expected a mapping"),
     ],
 )

@@ -17,7 +17,7 @@ from worker.errors import ConfigError
 from worker.families.contributors import ContributorDefinition
 from worker.families.mcp_servers import MCPServerRegistry
 from worker.families.system_prompt.config import PromptDefinition, SystemPromptConfig
-from worker.masking.config import MaskingConfig
+from worker.masking.config import CustomPattern, MaskingConfig
 
 CONFIG_ENV = "PROMPT_WORKER_CONFIG"
 
@@ -65,10 +65,13 @@ def _format_validation_error(error: ValidationError) -> str:
 
 def _unknown_key(loc: tuple[int | str, ...]) -> str:
     """ "unknown key", with the keys allowed there and the likeliest one meant."""
-    model: type[BaseModel] = WorkerConfig
-    if loc[:1] == ("mcp_servers",) and len(loc) == 3:
-        model = MCPServerConfig
-    elif len(loc) != 1:
+    # List indexes and MCP server ids stand for any: "*".
+    section = tuple(
+        "*" if isinstance(part, int) or (n == 1 and loc[0] == "mcp_servers") else part
+        for n, part in enumerate(loc[:-1])
+    )
+    model = _SECTIONS.get(section)
+    if model is None:
         return "unknown key"
     known = sorted(model.model_fields)
     message = f"unknown key (known: {', '.join(known)})"
@@ -76,6 +79,17 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
     if close:
         message += f"; did you mean {close[0]!r}?"
     return message
+
+
+# Where in worker.yaml each model of it stands, for `_unknown_key`.
+_SECTIONS: dict[tuple[int | str, ...], type[BaseModel]] = {
+    (): WorkerConfig,
+    ("mcp_servers", "*"): MCPServerConfig,
+    ("masking",): MaskingConfig,
+    ("masking", "patterns", "*"): CustomPattern,
+    ("prompts", "*"): PromptDefinition,
+    ("contributors", "*"): ContributorDefinition,
+}
 
 
 def _yaml_error(source: str, exc: yaml.YAMLError) -> str:
