@@ -15,7 +15,9 @@ an errno tuple, at debug a traceback). For an operator this class makes that:
 
 aio-pika only reports a failed attempt through its logger, so that is where this
 module listens (`_AttemptLines`): the library's connection lines are taken over, the
-other library lines pass through untouched.
+other library lines pass through untouched. Should aio-pika reword them, its lines
+would show again and the backoff stop growing: tests/integration/test_broker_failures.py
+fails on either, so an upgrade cannot slip through.
 """
 
 import logging
