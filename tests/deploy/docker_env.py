@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.unavailable import missing
 
 REPO = Path(__file__).resolve().parents[2]
-IN_CI = os.environ.get("CI") == "true"
 IMAGE = os.environ.get("PROMPT_WORKER_IMAGE", "build-prompt-worker:dev")
 # Every container the tests start carries it, so a leftover can be found by label.
 TEST_LABEL = "org.prompt-worker.test"
@@ -52,12 +51,8 @@ def engine_answers() -> bool:
 
 def require_engine() -> None:
     """Skip where no Docker engine answers, except in CI, where that is a failure."""
-    if engine_answers():
-        return
-    message = "no Docker engine answers (scripts/ensure-docker starts one)"
-    if IN_CI:
-        pytest.fail(message)
-    pytest.skip(message)
+    if not engine_answers():
+        missing("a Docker engine", "scripts/ensure-docker installs and starts one")
 
 
 def run_script(name: str, *args: str) -> None:
