@@ -16,6 +16,8 @@ class ErrorCode(StrEnum):
     INVALID_JOB = "invalid_job"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     OVER_BUDGET = "over_budget"  # what may never be cut does not fit the job's budget
+    # The render took longer than the worker's deadline on every delivery of the job.
+    RENDER_TIMEOUT = "render_timeout"
     INTERNAL = "internal"
     TIMEOUT = "timeout"  # only written by clients (rerender --broker), never by the worker
 

@@ -101,7 +101,7 @@ def _messages() -> dict[str, Any]:
         "errorReply": {
             "name": "errorReply",
             "title": "Error reply",
-            "summary": "invalid_json, invalid_job, payload_too_large or internal.",
+            "summary": "invalid_json, invalid_job, payload_too_large, over_budget, render_timeout or internal.",
             "contentType": "application/json",
             "correlationId": correlation,
             "payload": _ref(_COMPONENT_SCHEMAS.format(model="ErrorReply")),
