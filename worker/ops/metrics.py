@@ -18,6 +18,9 @@ METRIC_NAMES: tuple[str, ...] = (
     "prompt_worker_render_seconds",
     "prompt_worker_job_seconds",
     "prompt_worker_in_flight",
+    "prompt_worker_in_flight_bytes",
+    "prompt_worker_in_flight_bytes_peak",
+    "prompt_worker_render_timeouts_total",
     "prompt_worker_request_bytes",
     "prompt_worker_prompt_chars",
     "prompt_worker_reconnects_total",
@@ -121,6 +124,23 @@ class Metrics:
         self.in_flight = Gauge(
             "prompt_worker_in_flight", "Deliveries being handled right now.", registry=r
         )
+        self.in_flight_bytes_now = Gauge(
+            "prompt_worker_in_flight_bytes",
+            "Bytes of the job bodies being handled right now (bounded by the in-flight budget).",
+            registry=r,
+        )
+        self.in_flight_bytes_peak = Gauge(
+            "prompt_worker_in_flight_bytes_peak",
+            "The most bytes of job bodies handled at once since the worker started.",
+            registry=r,
+        )
+        self.render_timeouts = Counter(
+            "prompt_worker_render_timeouts",
+            "Renders abandoned for overrunning: where=event_loop moved to the helper, "
+            "where=helper killed the helper process.",
+            ("where",),
+            registry=r,
+        )
         self.request_bytes = Histogram(
             "prompt_worker_request_bytes",
             "Size of request bodies.",
@@ -173,6 +193,14 @@ class Metrics:
         self._kinds: dict[str, _KindSeries] = {}
         self._jobs: dict[tuple[str, str, str], Counter] = {}
         self._masked: dict[str, Counter] = {}
+
+    def in_flight_bytes(self, used: int, peak: int) -> None:
+        self.in_flight_bytes_now.set(used)
+        self.in_flight_bytes_peak.set(peak)
+
+    def render_timeout(self, where: str) -> None:
+        """Count a render abandoned on the event loop or in the helper (`where`)."""
+        self.render_timeouts.labels(where=where).inc()
 
     def _kind(self, kind: str) -> _KindSeries:
         series = self._kinds.get(kind)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import aio_pika
+import orjson
 from aio_pika.abc import (
     AbstractIncomingMessage,
     AbstractQueue,
@@ -44,16 +45,24 @@ from schemas.reply import ErrorCode
 from worker.ops.logs import format_exception, get_logger, payload_logging_enabled
 from worker.ops.metrics import Metrics, kind_label
 from worker.render.renderer import Renderer
-from worker.render.replies import RenderOutcome, error_reply
-from worker.transport import tls, topology
+from worker.render.replies import RenderOutcome, error_reply, peek_identity
+from worker.transport import faults, tls, topology
 from worker.transport.broker_failures import describe
+from worker.transport.budget import ByteBudget
 from worker.transport.connection import BrokerConnection
-from worker.transport.offload import RenderPool, RenderProcessDied
+from worker.transport.deadline import EventLoopSlice, SliceOverrun
+from worker.transport.offload import RenderPool, RenderProcessDied, RenderTimedOut
+from worker.transport.reply_limit import BROKER_DEFAULT_MAX_MESSAGE_BYTES, limit_from_refusal
+from worker.transport.retry import backoff
 from worker.transport.settings import Settings
 
-# How long to wait before handing a job back when the broker refused (nacked) its
-# reply, e.g. because the reply queue is full: an immediate requeue would spin.
-NACKED_REPLY_BACKOFF = 1.0
+# The longest a render may hold the event loop before it moves to the helper process
+# (never longer than the render deadline itself): far above a typical job's render,
+# short enough that the jobs waiting behind it hardly notice.
+EVENT_LOOP_SLICE = 0.5
+# A job whose render timed out is answered with its job id when the body is small
+# enough to read again on the event loop at no real cost.
+PEEK_IDENTITY_BYTES = 1024 * 1024
 # RabbitMQ applies acknowledgements to a quorum queue asynchronously: a connection
 # closed right after the last ones can have those messages returned to the queue and
 # delivered again, so a SIGTERM drain answered its last jobs twice now and then
@@ -146,6 +155,11 @@ class Worker:
         self.renderer = renderer
         self.metrics = metrics
         self.pool = render_pool or RenderPool(renderer.config, settings.max_message_bytes)
+        self.slice = EventLoopSlice(min(EVENT_LOOP_SLICE, settings.render_timeout))
+        self.budget = ByteBudget(settings.max_inflight_bytes)
+        self._faults = faults.enabled()
+        # Lowered when the broker refuses a reply as too large (reply_limit).
+        self._reply_limit = BROKER_DEFAULT_MAX_MESSAGE_BYTES
         self.log = get_logger(component="worker", queue=settings.request_queue, pid=os.getpid())
         self.connection_name = f"prompt-worker {socket.gethostname()} pid {os.getpid()}"
         self._connection: aio_pika.RobustConnection | None = None
@@ -330,6 +344,7 @@ class Worker:
         self._link_up = False
         self._update_ready()
         self.pool.close()
+        self.slice.close()
         self.log.info("stopped")
 
     # -- one delivery --------------------------------------------------------------
@@ -347,7 +362,12 @@ class Worker:
         self.metrics.in_flight.inc()
         if self._idle is not None:
             self._idle.clear()
+        size = len(message.body)
+        acquired = False
         try:
+            await self.budget.acquire(size)
+            acquired = True
+            self.metrics.in_flight_bytes(self.budget.used, self.budget.peak)
             await self._handle(message, received)
         except asyncio.CancelledError:
             # The channel closed under us (connection lost): the broker redelivers.
@@ -356,9 +376,20 @@ class Worker:
             )
             raise
         except Exception as exc:  # a bug of ours must not kill the consumer
-            self.log.error("job_handling_failed", exception=format_exception(exc))
+            attempt = delivery_count(message)
+            pause = backoff(attempt)
+            self.log.error(
+                "job_handling_failed",
+                attempt=attempt,
+                backoff_s=pause,
+                exception=format_exception(exc),
+            )
+            await asyncio.sleep(pause)
             await self._settle(message, "requeue")
         finally:
+            if acquired:
+                self.budget.release(size)
+                self.metrics.in_flight_bytes(self.budget.used, self.budget.peak)
             self._in_flight -= 1
             self.metrics.in_flight.dec()
             if self._in_flight == 0 and self._idle is not None:
@@ -377,18 +408,63 @@ class Worker:
         try:
             outcome, trace, offloaded = await self._render(body, delivery.attempt)
         except RenderProcessDied as exc:
-            if delivery.attempt < self.topology.delivery_limit:
-                retry = Retry(f"render helper died: {exc}")
-                return Decision(None, "requeue", offloaded=True, retry=retry)
-            # The last delivery the queue allows: answer rather than let the broker
-            # dead-letter it without a reply.
-            outcome = error_reply(
+            return self._retry_or_answer(
+                delivery,
+                Retry(f"render helper died: {exc}"),
                 ErrorCode.INTERNAL,
                 "the render process died on every attempt at this job",
-                request_bytes=len(body),
             )
-            return Decision(outcome, "dead_letter", offloaded=True)
+        except RenderTimedOut as exc:
+            self.metrics.render_timeout("helper")
+            return self._retry_or_answer(
+                delivery,
+                Retry(f"render helper killed: {exc}"),
+                ErrorCode.RENDER_TIMEOUT,
+                f"rendering took longer than {self.settings.render_timeout:g} s "
+                "on every attempt at this job",
+            )
+        except Exception as exc:  # a bug in the render path, outside the renderer's guard
+            return self._retry_or_answer(
+                delivery,
+                Retry(f"render failed: {exc!r}", backoff=backoff(delivery.attempt)),
+                ErrorCode.INTERNAL,
+                f"internal error while handling the job: {type(exc).__name__}",
+                trace=format_exception(exc),
+            )
         return Decision(outcome, "ack" if outcome.ok else "dead_letter", offloaded, trace)
+
+    def _retry_or_answer(
+        self,
+        delivery: Delivery,
+        again: Retry,
+        code: ErrorCode,
+        message: str,
+        trace: str | None = None,
+    ) -> Decision:
+        """Requeue a job that failed for want of a render; on the last delivery the
+        queue allows, answer it with an error and dead-letter it instead, rather than
+        let the broker dead-letter it without a reply."""
+        if delivery.attempt < self.topology.delivery_limit:
+            return Decision(None, "requeue", offloaded=True, trace=trace, retry=again)
+        body = delivery.message.body
+        job_id, kind = self._identity(body)
+        outcome = error_reply(code, message, job_id=job_id, kind=kind, request_bytes=len(body))
+        return Decision(outcome, "dead_letter", offloaded=True, trace=trace)
+
+    @staticmethod
+    def _identity(body: bytes) -> tuple[str | None, str | None]:
+        """The job id and kind of a body that could not be rendered, if cheap to read."""
+        if len(body) > PEEK_IDENTITY_BYTES:
+            return None, None
+        try:
+            return peek_identity(orjson.loads(body))
+        except orjson.JSONDecodeError:
+            return None, None
+
+    def _render_here(self, body: bytes) -> RenderOutcome:
+        if self._faults:
+            faults.inject(body)
+        return self.renderer.render(body)
 
     async def _render(self, body: bytes, attempt: int) -> tuple[RenderOutcome, str | None, bool]:
         """The outcome, the trace of an internal error, and whether it was offloaded."""
@@ -398,29 +474,53 @@ class Worker:
             size > self.settings.offload_bytes or attempt > 0
         )
         if not offload:
-            outcome = self.renderer.render(body)
-            trace = None
-            if outcome.exception is not None:
-                trace = format_exception(outcome.exception)
-            return outcome, trace, False
-        outcome, trace = await self.pool.render(body)
+            try:
+                outcome = self.slice.run(self._render_here, body)
+            except SliceOverrun:
+                # Abandoned half-way (a render has no side effects): the helper renders
+                # it again from the start, under the render deadline.
+                self.metrics.render_timeout("event_loop")
+                self.log.warning(
+                    "render_moved_to_helper", request_bytes=size, slice_s=self.slice.seconds
+                )
+            else:
+                trace = None
+                if outcome.exception is not None:
+                    trace = format_exception(outcome.exception)
+                return outcome, trace, False
+        outcome, trace = await self.pool.render(body, self.settings.render_timeout)
         return outcome, trace, True
 
     async def _publish(self, delivery: Delivery, decision: Decision) -> Decision:
         """Publish the reply and wait for the broker's confirm; the decision it leaves."""
         outcome, message = decision.outcome, delivery.message
-        assert outcome is not None and self._channel is not None
-        reply_to = message.reply_to or None
-        reply = aio_pika.Message(
-            outcome.body,
-            content_type="application/json",
-            correlation_id=message.correlation_id or outcome.job_id or message.message_id,
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        )
-        try:
-            await self._channel.default_exchange.publish(
-                reply, routing_key=reply_to or self.topology.reply_queue, mandatory=True
+        assert outcome is not None
+        if len(outcome.body) > self._reply_limit:
+            # Refused by the broker it would close the channel, and come back again on
+            # every delivery: answer with an error that fits, and keep the job.
+            outcome = error_reply(
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                f"the reply of {len(outcome.body)} bytes exceeds the broker's limit of "
+                f"{self._reply_limit} bytes",
+                job_id=outcome.job_id,
+                kind=outcome.kind,
+                details=[{"field": "", "type": "reply_too_large", "message": "reply too large"}],
+                request_bytes=len(message.body),
             )
+            decision = replace(decision, outcome=outcome, settle="dead_letter")
+        reply_to = message.reply_to or None
+        routing_key = reply_to or self.topology.reply_queue
+        try:
+            try:
+                await self._send(outcome, message, routing_key)
+            except PublishError:
+                if reply_to is not None:
+                    raise
+                # Our own reply queue was deleted under us: it is ours to declare (the
+                # worker declared it at start-up), so declare it again and publish once
+                # more; `PublishError` again means it cannot be had.
+                await self._redeclare_reply_queue()
+                await self._send(outcome, message, routing_key)
         except PublishError:
             if reply_to is not None:
                 # The RPC client's reply queue is gone (it timed out or exited): nobody
@@ -428,23 +528,60 @@ class Worker:
                 # would loop until the delivery limit for nothing.
                 self.log.warning("reply_unroutable", job_id=outcome.job_id, reply_to_gone=True)
                 return decision
-            # Our own reply queue was deleted under us: keep the job, in the
+            # The reply queue could not be declared again: keep the job, in the
             # dead-letter queue, instead of answering into the void.
             self.log.error(
                 "reply_unroutable", job_id=outcome.job_id, reply_queue=self.topology.reply_queue
             )
             return replace(decision, settle="dead_letter")
         except DeliveryError as exc:
-            retry = Retry(f"reply nacked: {exc}", backoff=NACKED_REPLY_BACKOFF)
-            return replace(decision, settle="requeue", retry=retry)
+            # Refused (a full reply queue with reject-publish): the same reply would be
+            # refused again at once, so wait longer each delivery; on the last one the
+            # queue allows, keep the job in the dead-letter queue (an error reply to
+            # the same queue would be refused too).
+            if delivery.attempt < self.topology.delivery_limit:
+                again = Retry(f"reply nacked: {exc}", backoff=backoff(delivery.attempt))
+                return replace(decision, settle="requeue", retry=again)
+            self.log.error("reply_refused", job_id=outcome.job_id, attempt=delivery.attempt)
+            return replace(decision, settle="dead_letter")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            limit = limit_from_refusal(exc)
+            if limit is not None and limit < self._reply_limit:
+                # The broker closed the channel over the reply's size: from now on such
+                # replies are caught before publishing, this one on its redelivery.
+                self._reply_limit = limit
+                self.log.warning("broker_max_message_size", limit_bytes=limit)
             # Connection or channel trouble: the reply may or may not have reached the
             # broker. Not acknowledging means the job comes back after reconnecting.
-            retry = Retry(f"reply not confirmed: {exc!r}", settled="unsettled")
-            return replace(decision, settle="requeue", retry=retry)
+            again = Retry(f"reply not confirmed: {exc!r}", settled="unsettled")
+            return replace(decision, settle="requeue", retry=again)
         return decision
+
+    async def _send(
+        self, outcome: RenderOutcome, message: AbstractIncomingMessage, routing_key: str
+    ) -> None:
+        assert self._channel is not None
+        reply = aio_pika.Message(
+            outcome.body,
+            content_type="application/json",
+            correlation_id=message.correlation_id or outcome.job_id or message.message_id,
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
+        await self._channel.default_exchange.publish(reply, routing_key=routing_key, mandatory=True)
+
+    async def _redeclare_reply_queue(self) -> None:
+        assert self._channel is not None
+        self.log.warning("reply_queue_redeclared", reply_queue=self.topology.reply_queue)
+        try:
+            await self._channel.declare_queue(
+                self.topology.reply_queue,
+                durable=True,
+                arguments=topology.reply_queue_arguments(),
+            )
+        except Exception as exc:  # the second publish reports what this means for the job
+            self.log.error("reply_queue_declare_failed", error=repr(exc))
 
     async def _conclude(self, delivery: Delivery, decision: Decision) -> None:
         """Settle the job, then count and log it: one log line per delivery."""

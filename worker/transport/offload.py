@@ -7,7 +7,16 @@ Two kinds of job go here (see docs/PERFORMANCE.md, "Event loop and large jobs"):
   keeps it nearly free (its only stall is copying the bytes in and out);
 * suspect ones: a delivery that already came back once may be what killed a worker
   (out of memory, a crash in native code). Rendered here, such a job can only take down
-  the helper, which is replaced, and the worker keeps serving everyone else.
+  the helper, which is replaced, and the worker keeps serving everyone else;
+* slow ones: a render that overran its slice of the event loop (`deadline`) finishes
+  here, where it can be abandoned.
+
+A render in the helper has a deadline: past it the helper is killed (a thread or a
+process cannot be interrupted in the middle of native code, a process can be killed)
+and a new one started at once, and the caller gets `RenderTimedOut`. Each helper takes
+one job at a time, the others wait their turn outside the executor, so killing a helper
+never takes down a job that was only queued behind the slow one, and the wait for a
+turn (or for a replacement helper to start) never counts against a job's deadline.
 """
 
 import asyncio
@@ -20,10 +29,12 @@ from worker.ops.logs import format_exception, payload_logging_enabled
 from worker.render.config import WorkerConfig
 from worker.render.renderer import Renderer
 from worker.render.replies import RenderOutcome
+from worker.transport import faults
 from worker.transport.process import die_with_parent
 
 _renderer: Renderer | None = None
 _trace_messages = False
+_faults = False
 
 
 def _init_helper(config: WorkerConfig, max_message_bytes: int, trace_messages: bool) -> None:
@@ -34,13 +45,16 @@ def _init_helper(config: WorkerConfig, max_message_bytes: int, trace_messages: b
     # SIGKILL, as SIGTERM is ignored: a helper whose worker died has nothing to finish.
     parent = multiprocessing.parent_process()
     die_with_parent(signal.SIGKILL, parent.pid if parent is not None else None)
-    global _renderer, _trace_messages
+    global _renderer, _trace_messages, _faults
     _trace_messages = trace_messages
+    _faults = faults.enabled()
     _renderer = Renderer(config, max_message_bytes=max_message_bytes)
 
 
 def _render_in_helper(body: bytes) -> tuple[RenderOutcome, str | None]:
     assert _renderer is not None, "helper process not initialised"
+    if _faults:
+        faults.inject(body)
     outcome = _renderer.render(body)
     trace = None
     if outcome.exception is not None:
@@ -56,6 +70,10 @@ class RenderProcessDied(Exception):
     """The helper process died while rendering (the job may be what killed it)."""
 
 
+class RenderTimedOut(Exception):
+    """The render overran its deadline; the helper was killed and is being replaced."""
+
+
 class RenderPool:
     """Helper processes holding their own `Renderer`, started lazily, replaced when broken."""
 
@@ -64,6 +82,10 @@ class RenderPool:
         self.max_message_bytes = max_message_bytes
         self.processes = processes
         self._executor: ProcessPoolExecutor | None = None
+        # Created on first use, inside the event loop that will wait on it.
+        self._turns: asyncio.Semaphore | None = None
+        self._replacing: asyncio.Task[bool] | None = None
+        self.timeouts = 0  # helpers killed for overrunning a deadline
 
     def _ensure(self) -> ProcessPoolExecutor:
         if self._executor is None:
@@ -85,23 +107,55 @@ class RenderPool:
         try:
             await self.render(b"{}")
         except Exception:  # RenderProcessDied, or spawning failed (e.g. out of memory)
-            self.close()
+            if self._executor is not None:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+                self._executor = None
             return False
         return True
 
-    async def render(self, body: bytes) -> tuple[RenderOutcome, str | None]:
-        """The outcome and, for internal errors, the traceback text."""
-        executor = self._ensure()
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(executor, _render_in_helper, body)
-        except BrokenProcessPool as exc:
-            if self._executor is executor:
-                self._executor = None
-                executor.shutdown(wait=False, cancel_futures=True)
-            raise RenderProcessDied(str(exc)) from exc
+    async def render(
+        self, body: bytes, deadline: float | None = None
+    ) -> tuple[RenderOutcome, str | None]:
+        """The outcome and, for internal errors, the traceback text.
+
+        Raises `RenderTimedOut` after `deadline` seconds of rendering (None: no limit),
+        `RenderProcessDied` when the helper died under the job.
+        """
+        if self._turns is None:
+            self._turns = asyncio.Semaphore(self.processes)
+        async with self._turns:
+            executor = self._ensure()
+            loop = asyncio.get_running_loop()
+            try:
+                return await asyncio.wait_for(
+                    loop.run_in_executor(executor, _render_in_helper, body), deadline
+                )
+            except TimeoutError:
+                self.timeouts += 1
+                self._discard(executor, kill=True)
+                raise RenderTimedOut(f"render took longer than {deadline:g} s") from None
+            except BrokenProcessPool as exc:
+                self._discard(executor)
+                raise RenderProcessDied(str(exc)) from exc
+
+    def _discard(self, executor: ProcessPoolExecutor, *, kill: bool = False) -> None:
+        """Drop a helper that overran or died, and start its replacement now."""
+        if kill:
+            for process in list(executor._processes.values()):
+                process.kill()
+        if self._executor is executor:
+            self._executor = None
+            executor.shutdown(wait=False, cancel_futures=True)
+            # Started now rather than by the next job, whose deadline would otherwise
+            # include the helper's start-up; one at a time, so a helper that cannot
+            # start is retried by the next job, not in a loop.
+            if self._replacing is None or self._replacing.done():
+                self._replacing = asyncio.get_running_loop().create_task(self.warm_up())
 
     def close(self) -> None:
+        if self._replacing is not None:
+            self._replacing.cancel()
+            self._replacing = None
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None

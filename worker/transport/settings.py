@@ -33,6 +33,13 @@ DEFAULT_OFFLOAD_BYTES = 256 * 1024
 # Under Kubernetes' default 30 s termination grace period, so in-flight jobs finish
 # before the kubelet's SIGKILL.
 DEFAULT_SHUTDOWN_TIMEOUT = 25.0
+# The longest a render may take before it is abandoned (the helper process killed) and
+# the job retried, then answered `render_timeout`: a typical job renders in well under
+# a millisecond and one at the size limit in well under this (docs/PERFORMANCE.md).
+DEFAULT_RENDER_TIMEOUT = 5.0
+# Bytes of job bodies handled at once: prefetch x the message limit would otherwise be
+# what one worker may hold, far beyond its memory limit (docs/OPERATIONS.md, "Memory").
+DEFAULT_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["json", "console"]
@@ -64,6 +71,8 @@ class Settings:
     processes: int = 1
     offload_bytes: int = DEFAULT_OFFLOAD_BYTES
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
+    render_timeout: float = DEFAULT_RENDER_TIMEOUT
+    max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES
     tls_ca_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
@@ -345,6 +354,22 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "private key (PEM, unencrypted) of the client certificate",
         "PATH",
         default_help="none",
+    ),
+    SettingSpec(
+        "render_timeout",
+        "--render-timeout",
+        "PROMPT_WORKER_RENDER_TIMEOUT",
+        _positive_float,
+        "seconds a render may take before it is abandoned and the job retried",
+        "SECONDS",
+    ),
+    SettingSpec(
+        "max_inflight_bytes",
+        "--max-inflight-bytes",
+        "PROMPT_WORKER_MAX_INFLIGHT_BYTES",
+        _int_in(1),
+        "job bytes handled at once; beyond it consuming pauses (a bigger job runs alone)",
+        "BYTES",
     ),
 )
 
