@@ -650,6 +650,8 @@ class Worker:
         }
         if retry is not None:
             fields["reason"] = retry.reason
+            if retry.backoff:
+                fields["backoff_s"] = retry.backoff
         if outcome is not None and outcome.error_message:
             fields["error"] = outcome.error_message
         if retry is None and decision.trace is not None:

@@ -1,0 +1,201 @@
+"""Replies the broker refuses, through a real worker and RabbitMQ (CONTRACT.md §4).
+
+Each refusal has one defined outcome, and none may turn into a hot loop: a refused
+reply (full reply queue) is retried with a growing pause, then the job dead-lettered;
+a deleted default reply queue is declared again; a reply above the broker's
+`max_message_size` becomes a `payload_too_large` error reply; a bug in the render path
+is retried with a pause, then answered `internal`. Every test bounds how often the job
+was handled by counting the worker's log lines.
+"""
+
+import re
+from typing import Any
+
+import aio_pika
+import orjson
+import pytest
+from aio_pika.abc import AbstractChannel
+
+from tests.integration.helpers import (
+    StartWorker,
+    WorkerProcess,
+    a_job,
+    drain,
+    queue_depth,
+    wait_for,
+)
+from tests.rabbit_nodes import ExtraNode
+from worker.transport import faults
+from worker.transport.topology import Topology
+
+pytestmark = pytest.mark.broker
+
+DELIVERY_LIMIT = 2
+# Every delivery the queue allows: the first and DELIVERY_LIMIT more.
+DELIVERIES = DELIVERY_LIMIT + 1
+
+
+def job_lines(worker: WorkerProcess) -> list[dict[str, Any]]:
+    return [e for e in worker.log_events() if e.get("event") == "job"]
+
+
+def events(worker: WorkerProcess, name: str) -> list[dict[str, Any]]:
+    return [e for e in worker.log_events() if e.get("event") == name]
+
+
+async def test_a_reply_the_broker_refuses_is_retried_with_backoff_then_dead_lettered(
+    start_worker: StartWorker, topo: Topology, channel: AbstractChannel
+) -> None:
+    worker = start_worker("--delivery-limit", str(DELIVERY_LIMIT))
+    await worker.wait_ready()
+    # A caller's reply queue that is full and refuses what does not fit.
+    full = await channel.declare_queue(
+        "", exclusive=True, arguments={"x-max-length": 1, "x-overflow": "reject-publish"}
+    )
+    await channel.default_exchange.publish(aio_pika.Message(b"filler"), routing_key=full.name)
+    body = orjson.dumps(a_job("refused"))
+    await channel.default_exchange.publish(
+        aio_pika.Message(body, reply_to=full.name, correlation_id="refused"),
+        routing_key=topo.request_queue,
+    )
+
+    [dead] = await drain(channel, topo.dead_letter_queue, 1)
+
+    assert dead.body == body
+    lines = job_lines(worker)
+    assert [e["settled"] for e in lines] == ["requeued"] * DELIVERY_LIMIT + ["dead_lettered"]
+    assert all("reply nacked" in e["reason"] for e in lines[:-1])
+    pauses = [e["backoff_s"] for e in lines[:-1]]
+    assert 0 < pauses[0] < pauses[1]
+    assert [e["attempt"] for e in lines] == list(range(DELIVERIES))
+    [refused] = events(worker, "reply_refused")
+    assert refused["job_id"] == "refused"
+    # Nothing but the filler reached the full queue; the worker still serves others.
+    assert await queue_depth(channel, full.name) == 1
+    assert await queue_depth(channel, topo.request_queue) == 0
+    await channel.default_exchange.publish(
+        aio_pika.Message(orjson.dumps(a_job("after"))), routing_key=topo.request_queue
+    )
+    [after] = await drain(channel, topo.reply_queue, 1)
+    assert orjson.loads(after.body)["job_id"] == "after"
+
+
+async def test_a_default_reply_queue_deleted_under_the_worker_is_declared_again(
+    start_worker: StartWorker, topo: Topology, channel: AbstractChannel
+) -> None:
+    worker = start_worker()
+    await worker.wait_ready()
+    await channel.queue_delete(topo.reply_queue)
+
+    for job_id in ("first-after-delete", "second-after-delete"):
+        await channel.default_exchange.publish(
+            aio_pika.Message(orjson.dumps(a_job(job_id))), routing_key=topo.request_queue
+        )
+
+        async def answered(job_id: str = job_id) -> bool:
+            return any(e.get("job_id") == job_id for e in job_lines(worker))
+
+        # Reading the queue before the worker declared it again would fail.
+        await wait_for(answered, 60, f"{job_id} to be answered")
+        [reply] = await drain(channel, topo.reply_queue, 1)
+        assert orjson.loads(reply.body)["job_id"] == job_id
+
+    # Declared again once, by the first job; both jobs answered and acknowledged once.
+    assert len(events(worker, "reply_queue_redeclared")) == 1
+    assert [e["settled"] for e in job_lines(worker)] == ["acked", "acked"]
+    assert await queue_depth(channel, topo.request_queue) == 0
+    assert await queue_depth(channel, topo.dead_letter_queue) == 0
+
+
+async def test_a_bug_in_the_render_path_is_retried_with_backoff_then_answered_internal(
+    start_worker: StartWorker, topo: Topology, channel: AbstractChannel
+) -> None:
+    worker = start_worker("--delivery-limit", str(DELIVERY_LIMIT), env={faults.ENV: "1"})
+    await worker.wait_ready()
+    body = orjson.dumps(a_job("buggy", alert_data=faults.HANDLER_BUG.decode()))
+    await channel.default_exchange.publish(aio_pika.Message(body), routing_key=topo.request_queue)
+
+    [reply] = await drain(channel, topo.reply_queue, 1)
+    [dead] = await drain(channel, topo.dead_letter_queue, 1)
+
+    answer = orjson.loads(reply.body)
+    assert answer["status"] == "error"
+    assert answer["job_id"] == "buggy"
+    assert answer["error"]["code"] == "internal"
+    assert "InjectedFault" in answer["error"]["message"]
+    assert dead.body == body
+    lines = job_lines(worker)
+    assert [e["settled"] for e in lines] == ["requeued"] * DELIVERY_LIMIT + ["dead_lettered"]
+    assert [e["attempt"] for e in lines] == list(range(DELIVERIES))
+    assert all("InjectedFault" in e["reason"] for e in lines[:-1])
+    # The pause grows with each delivery instead of handing the job straight back.
+    pauses = [e["backoff_s"] for e in lines[:-1]]
+    assert 0 < pauses[0] < pauses[1]
+    assert worker.process.poll() is None
+
+
+# A tool schema rendered into the prompt grows by about a quarter (indented JSON), so
+# a job just under the broker's limit has a reply above it.
+NODE_LIMIT = 1024 * 1024
+
+
+def job_with_a_reply_above(limit: int) -> bytes:
+    job = a_job("huge-reply")
+    properties = {f"p{i}": {"type": "string", "enum": [[[[1]]]]} for i in range(22_000)}
+    job["tools"] = [
+        {
+            "name": "prometheus-server.query",
+            "description": "d",
+            "input_schema": {"type": "object", "properties": properties},
+        }
+    ]
+    body = orjson.dumps(job)
+    assert len(body) < limit
+    return body
+
+
+@pytest.mark.slow
+async def test_a_reply_above_the_brokers_max_message_size_becomes_an_error_reply(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    body = job_with_a_reply_above(NODE_LIMIT)
+    with ExtraNode("hard1", 5701, conf=f"max_message_size = {NODE_LIMIT}") as node:
+        worker = start_worker("--delivery-limit", str(DELIVERY_LIMIT), amqp_url=node.url)
+        await worker.wait_ready()
+        connection = await aio_pika.connect(node.url)
+        async with connection:
+            channel = await connection.channel()
+            replies = await channel.declare_queue("", exclusive=True)
+            await channel.default_exchange.publish(
+                aio_pika.Message(body, reply_to=replies.name, correlation_id="huge"),
+                routing_key=topo.request_queue,
+            )
+            [reply] = await drain(channel, replies.name, 1)
+            [dead] = await drain(channel, topo.dead_letter_queue, 1)
+
+            answer = orjson.loads(reply.body)
+            assert answer["status"] == "error"
+            assert answer["job_id"] == "huge-reply"
+            assert answer["error"]["code"] == "payload_too_large"
+            [detail] = answer["error"]["details"]
+            assert detail["type"] == "reply_too_large"
+            assert re.search(rf"limit of {NODE_LIMIT} bytes", answer["error"]["message"])
+            assert dead.body == body
+            # The first delivery's reply cost a channel; the limit learned from it, the
+            # second delivery was answered with the error. No third.
+            [learned] = events(worker, "broker_max_message_size")
+            assert learned["limit_bytes"] == NODE_LIMIT
+            lines = job_lines(worker)
+            assert [e["settled"] for e in lines] == ["unsettled", "dead_lettered"]
+
+            # The worker is still consuming on its reopened channel.
+            await channel.default_exchange.publish(
+                aio_pika.Message(
+                    orjson.dumps(a_job("small")), reply_to=replies.name, correlation_id="s"
+                ),
+                routing_key=topo.request_queue,
+            )
+            [small] = await drain(channel, replies.name, 1)
+            assert orjson.loads(small.body)["status"] == "ok"
+            assert await queue_depth(channel, topo.request_queue) == 0
+            assert worker.process.poll() is None
