@@ -48,7 +48,7 @@ from worker.render.renderer import Renderer
 from worker.render.replies import RenderOutcome, error_reply, peek_identity
 from worker.transport import faults, tls, topology
 from worker.transport.broker_failures import describe
-from worker.transport.budget import ByteBudget
+from worker.transport.budget import ByteBudget, PrefetchPolicy
 from worker.transport.connection import BrokerConnection
 from worker.transport.deadline import EventLoopSlice, SliceOverrun
 from worker.transport.offload import RenderPool, RenderProcessDied, RenderTimedOut
@@ -157,6 +157,10 @@ class Worker:
         self.pool = render_pool or RenderPool(renderer.config, settings.max_message_bytes)
         self.slice = EventLoopSlice(min(EVENT_LOOP_SLICE, settings.render_timeout))
         self.budget = ByteBudget(settings.max_inflight_bytes)
+        self.prefetch = PrefetchPolicy(settings.max_inflight_bytes, settings.prefetch)
+        # Held while the consumer is replaced (new prefetch) or cancelled (drain).
+        self._consumer_lock = asyncio.Lock()
+        self._prefetch_switch: asyncio.Task[None] | None = None
         self._faults = faults.enabled()
         # Lowered when the broker refuses a reply as too large (reply_limit).
         self._reply_limit = BROKER_DEFAULT_MAX_MESSAGE_BYTES
@@ -290,7 +294,8 @@ class Worker:
         self._queue = declared.request_queue
         if not await warming:
             self.log.warning("render_helper_unavailable", detail="will retry on the next big job")
-        self._consumer_tag = await declared.request_queue.consume(self._on_message)
+        async with self._consumer_lock:
+            self._consumer_tag = await declared.request_queue.consume(self._on_message)
         self._link_up = True
         self._update_ready()
         self.log.info(
@@ -303,15 +308,8 @@ class Worker:
     async def _drain(self) -> None:
         assert self._idle is not None
         self.log.info("stopping", in_flight=self._in_flight)
-        if self._queue is not None and self._consumer_tag is not None:
-            tag, self._consumer_tag = self._consumer_tag, None
-            self._update_ready()
-            try:
-                # Cancelling first forgets the consumer, so a reconnect during the drain
-                # does not restore it; the basic.cancel itself needs a live link.
-                await asyncio.wait_for(self._queue.cancel(tag), timeout=5 if self._link_up else 0.5)
-            except Exception as exc:  # broker gone: its redelivery covers the rest
-                self.log.warning("cancel_consumer_failed", error=repr(exc))
+        async with self._consumer_lock:
+            await self._cancel_consumer()
         # Deliveries that arrived before the cancel-ok are already scheduled as tasks,
         # but each needs a couple of loop turns to reach `_on_message` and count itself.
         for _ in range(5):
@@ -331,6 +329,59 @@ class Worker:
                 detail="unfinished jobs stay unacknowledged and will be redelivered",
             )
         self._closing = True
+
+    async def _cancel_consumer(self) -> None:
+        if self._queue is not None and self._consumer_tag is not None:
+            tag, self._consumer_tag = self._consumer_tag, None
+            self._update_ready()
+            try:
+                # Cancelling first forgets the consumer, so a reconnect during the drain
+                # does not restore it; the basic.cancel itself needs a live link.
+                await asyncio.wait_for(self._queue.cancel(tag), timeout=5 if self._link_up else 0.5)
+            except Exception as exc:  # broker gone: its redelivery covers the rest
+                self.log.warning("cancel_consumer_failed", error=repr(exc))
+
+    def _switch_prefetch(self) -> None:
+        """Consume again with the prefetch the policy now asks for (one switch at a time;
+        the latest wish wins)."""
+        if self._prefetch_switch is None or self._prefetch_switch.done():
+            self._prefetch_switch = asyncio.get_running_loop().create_task(self._reconsume())
+
+    async def _reconsume(self) -> None:
+        applied: int | None = None
+        failures = 0
+        while self.prefetch.current != applied:
+            prefetch = self.prefetch.current
+            async with self._consumer_lock:
+                queue, channel = self._queue, self._channel
+                if self._stop_requested or queue is None or channel is None:
+                    return
+                try:
+                    # Per-consumer QoS applies to consumers started after it: cancel, then
+                    # consume again. Jobs the old consumer holds are settled as usual.
+                    await channel.set_qos(prefetch_count=prefetch, global_=False)
+                    if self._consumer_tag is not None:
+                        tag, self._consumer_tag = self._consumer_tag, None
+                        await queue.cancel(tag)
+                    self._consumer_tag = await queue.consume(self._on_message)
+                except Exception as exc:
+                    failures += 1
+                    self.log.warning(
+                        "prefetch_switch_failed",
+                        prefetch=prefetch,
+                        consuming=self._consumer_tag is not None,
+                        error=repr(exc),
+                    )
+                    if self._consumer_tag is not None:
+                        return  # the old consumer still runs; a later job tries again
+                else:
+                    applied = prefetch
+                    self.log.info("prefetch_switched", prefetch=prefetch)
+                finally:
+                    self._update_ready()
+            if applied != prefetch:
+                # Cancelled but not consuming again: not ready until it is.
+                await asyncio.sleep(backoff(failures))
 
     async def _close(self) -> None:
         if self._link_up:
@@ -363,6 +414,8 @@ class Worker:
         if self._idle is not None:
             self._idle.clear()
         size = len(message.body)
+        if self.prefetch.observe(size) is not None:
+            self._switch_prefetch()
         acquired = False
         try:
             await self.budget.acquire(size)
