@@ -8,7 +8,9 @@ over, the signal handler raises `SliceOverrun` in the rendering code (between tw
 bytecodes, or as soon as a native call returns), the partial render is dropped, and
 the caller sends the job to the helper, where its full deadline applies and the
 helper can be killed. The event loop is therefore never held much longer than the
-slice, whatever the job.
+slice, whatever the job. Dropping a render half-way is safe: it has no side effects,
+and the only state a renderer keeps between jobs (the tool-catalogue memo) stores each
+entry whole, so an interrupted insert at worst miscounts the memo's size a little.
 
 Only the main thread of a process can take signals; elsewhere (or without
 `setitimer`), `EventLoopSlice.available` is False and renders run unbounded, as before.
