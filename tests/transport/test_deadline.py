@@ -1,5 +1,6 @@
 """The event loop's slice for quick renders, the retry pauses and the reply limit."""
 
+import itertools
 import time
 
 import pytest
@@ -37,7 +38,7 @@ def test_the_overrun_is_not_an_exception_the_renderer_would_catch() -> None:
 def test_pauses_grow_with_each_delivery_up_to_a_cap() -> None:
     pauses = [backoff(attempt) for attempt in range(100)]
     assert pauses[0] > 0
-    assert all(a <= b for a, b in zip(pauses, pauses[1:], strict=False))
+    assert all(a <= b for a, b in itertools.pairwise(pauses))
     assert pauses[1] == 2 * pauses[0]
     assert max(pauses) == MAX_BACKOFF
 

@@ -5,6 +5,7 @@ nothing without changing them too. Each `Metrics` owns its `CollectorRegistry`, 
 several workers (or tests) in one process do not share counters.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -194,9 +195,10 @@ class Metrics:
         self._jobs: dict[tuple[str, str, str], Counter] = {}
         self._masked: dict[str, Counter] = {}
 
-    def in_flight_bytes(self, used: int, peak: int) -> None:
-        self.in_flight_bytes_now.set(used)
-        self.in_flight_bytes_peak.set(peak)
+    def track_in_flight_bytes(self, used: Callable[[], float], peak: Callable[[], float]) -> None:
+        """Read the in-flight bytes when scraped: nothing to update per job."""
+        self.in_flight_bytes_now.set_function(used)
+        self.in_flight_bytes_peak.set_function(peak)
 
     def render_timeout(self, where: str) -> None:
         """Count a render abandoned on the event loop or in the helper (`where`)."""

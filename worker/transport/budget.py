@@ -40,11 +40,18 @@ class ByteBudget:
         self.used += size
         self.peak = max(self.peak, self.used)
 
+    def try_acquire(self, size: int) -> bool:
+        """Take `size` bytes if they fit now and nobody waits (the usual case, without
+        the cost of a coroutine)."""
+        if not self._waiting and self._fits(size):
+            self._take(size)
+            return True
+        return False
+
     async def acquire(self, size: int) -> None:
         """Wait until `size` bytes may be handled, and take them (give them back with
         `release`)."""
-        if not self._waiting and self._fits(size):
-            self._take(size)
+        if self.try_acquire(size):
             return
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (size, granted)

@@ -157,6 +157,7 @@ class Worker:
         self.pool = render_pool or RenderPool(renderer.config, settings.max_message_bytes)
         self.slice = EventLoopSlice(min(EVENT_LOOP_SLICE, settings.render_timeout))
         self.budget = ByteBudget(settings.max_inflight_bytes)
+        metrics.track_in_flight_bytes(lambda: self.budget.used, lambda: self.budget.peak)
         self.prefetch = PrefetchPolicy(settings.max_inflight_bytes, settings.prefetch)
         # Held while the consumer is replaced (new prefetch) or cancelled (drain).
         self._consumer_lock = asyncio.Lock()
@@ -418,9 +419,9 @@ class Worker:
             self._switch_prefetch()
         acquired = False
         try:
-            await self.budget.acquire(size)
+            if not self.budget.try_acquire(size):
+                await self.budget.acquire(size)
             acquired = True
-            self.metrics.in_flight_bytes(self.budget.used, self.budget.peak)
             await self._handle(message, received)
         except asyncio.CancelledError:
             # The channel closed under us (connection lost): the broker redelivers.
@@ -442,7 +443,6 @@ class Worker:
         finally:
             if acquired:
                 self.budget.release(size)
-                self.metrics.in_flight_bytes(self.budget.used, self.budget.peak)
             self._in_flight -= 1
             self.metrics.in_flight.dec()
             if self._in_flight == 0 and self._idle is not None:
