@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -293,6 +294,13 @@ def held_while_stopped(pid: int) -> int:
     while held != previous:
         previous, held = held, unacked_held_by(pid)
     return held
+
+
+def metric_value(exposition: str, series: str) -> float:
+    """The value of one series (name and labels, as exposed) in a /metrics text."""
+    match = re.search(rf"^{re.escape(series)} (\S+)$", exposition, re.MULTILINE)
+    assert match, f"{series} not exposed"
+    return float(match.group(1))
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

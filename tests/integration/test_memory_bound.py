@@ -1,13 +1,11 @@
 """Jobs in flight bounded in bytes, through a real worker and RabbitMQ."""
 
-import re
-
 import aio_pika
 import orjson
 import pytest
 from aio_pika.abc import AbstractChannel
 
-from tests.integration.helpers import StartWorker, a_job, drain, queue_depth
+from tests.integration.helpers import StartWorker, a_job, drain, metric_value, queue_depth
 from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
@@ -15,12 +13,6 @@ pytestmark = pytest.mark.broker
 MIB = 1024 * 1024
 BUDGET = 4 * MIB
 LARGE_JOBS = 30
-
-
-def gauge(text: str, name: str) -> float:
-    match = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
-    assert match, f"{name} not exposed"
-    return float(match.group(1))
 
 
 async def test_many_large_jobs_never_hold_more_bytes_than_the_budget(
@@ -45,10 +37,10 @@ async def test_many_large_jobs_never_hold_more_bytes_than_the_budget(
     assert sorted(int(m.correlation_id or -1) for m in answered) == list(range(LARGE_JOBS))
     assert {orjson.loads(m.body)["status"] for m in answered} == {"ok"}
     _, text = await worker.http_get("/metrics")
-    peak = gauge(text, "prompt_worker_in_flight_bytes_peak")
+    peak = metric_value(text, "prompt_worker_in_flight_bytes_peak")
     # More than one job at a time (the budget is used), never more than it allows.
     assert max(len(b) for b in bodies) < peak <= BUDGET
-    assert gauge(text, "prompt_worker_in_flight_bytes") == 0
+    assert metric_value(text, "prompt_worker_in_flight_bytes") == 0
     # Having seen jobs of about a MiB, the worker asked the broker for fewer at a time.
     switches = [e for e in worker.log_events() if e.get("event") == "prefetch_switched"]
     assert switches and switches[0]["prefetch"] < 64
@@ -63,5 +55,5 @@ async def test_many_large_jobs_never_hold_more_bytes_than_the_budget(
     [reply] = await drain(channel, replies.name, 1)
     assert orjson.loads(reply.body)["status"] == "ok"
     _, text = await worker.http_get("/metrics")
-    assert gauge(text, "prompt_worker_in_flight_bytes_peak") == len(huge)
+    assert metric_value(text, "prompt_worker_in_flight_bytes_peak") == len(huge)
     assert await queue_depth(channel, topo.request_queue) == 0

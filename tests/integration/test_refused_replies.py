@@ -14,7 +14,7 @@ from typing import Any
 import aio_pika
 import orjson
 import pytest
-from aio_pika.abc import AbstractChannel
+from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from tests.integration.helpers import (
     StartWorker,
@@ -41,6 +41,15 @@ def job_lines(worker: WorkerProcess) -> list[dict[str, Any]]:
 
 def events(worker: WorkerProcess, name: str) -> list[dict[str, Any]]:
     return [e for e in worker.log_events() if e.get("event") == name]
+
+
+def error_of(reply: AbstractIncomingMessage, job_id: str) -> dict[str, Any]:
+    """The `error` member of an error reply to `job_id`."""
+    answer = orjson.loads(reply.body)
+    assert answer["status"] == "error"
+    assert answer["job_id"] == job_id
+    error: dict[str, Any] = answer["error"]
+    return error
 
 
 async def test_a_reply_the_broker_refuses_is_retried_with_backoff_then_dead_lettered(
@@ -118,11 +127,9 @@ async def test_a_bug_in_the_render_path_is_retried_with_backoff_then_answered_in
     [reply] = await drain(channel, topo.reply_queue, 1)
     [dead] = await drain(channel, topo.dead_letter_queue, 1)
 
-    answer = orjson.loads(reply.body)
-    assert answer["status"] == "error"
-    assert answer["job_id"] == "buggy"
-    assert answer["error"]["code"] == "internal"
-    assert "InjectedFault" in answer["error"]["message"]
+    error = error_of(reply, "buggy")
+    assert error["code"] == "internal"
+    assert "InjectedFault" in error["message"]
     assert dead.body == body
     lines = job_lines(worker)
     assert [e["settled"] for e in lines] == ["requeued"] * DELIVERY_LIMIT + ["dead_lettered"]
@@ -173,13 +180,11 @@ async def test_a_reply_above_the_brokers_max_message_size_becomes_an_error_reply
             [reply] = await drain(channel, replies.name, 1)
             [dead] = await drain(channel, topo.dead_letter_queue, 1)
 
-            answer = orjson.loads(reply.body)
-            assert answer["status"] == "error"
-            assert answer["job_id"] == "huge-reply"
-            assert answer["error"]["code"] == "payload_too_large"
-            [detail] = answer["error"]["details"]
+            error = error_of(reply, "huge-reply")
+            assert error["code"] == "payload_too_large"
+            [detail] = error["details"]
             assert detail["type"] == "reply_too_large"
-            assert re.search(rf"limit of {NODE_LIMIT} bytes", answer["error"]["message"])
+            assert re.search(rf"limit of {NODE_LIMIT} bytes", error["message"])
             assert dead.body == body
             # The first delivery's reply cost a channel; the limit learned from it, the
             # second delivery was answered with the error. No third.

@@ -7,7 +7,6 @@ up nor loop: its render is abandoned on the event loop, then in the helper proce
 `render_timeout` and dead-lettered.
 """
 
-import re
 from typing import Any
 
 import aio_pika
@@ -22,6 +21,7 @@ from tests.integration.helpers import (
     alive,
     children,
     drain,
+    metric_value,
     queue_depth,
 )
 from worker.transport import faults
@@ -31,12 +31,6 @@ pytestmark = pytest.mark.broker
 
 DELIVERY_LIMIT = 2
 OTHERS = 20
-
-
-def metric(text: str, name: str) -> float:
-    match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
-    assert match, f"{name} not exposed"
-    return float(match.group(1))
 
 
 async def test_a_render_past_the_deadline_is_abandoned_answered_and_dead_lettered(
@@ -92,8 +86,8 @@ async def test_a_render_past_the_deadline_is_abandoned_answered_and_dead_lettere
     # first also its slice of the event loop), so the helper was killed each time.
     deliveries = DELIVERY_LIMIT + 1
     _, text = await worker.http_get("/metrics")
-    assert metric(text, 'prompt_worker_render_timeouts_total{where="helper"}') == deliveries
-    assert metric(text, 'prompt_worker_render_timeouts_total{where="event_loop"}') == 1
+    assert metric_value(text, 'prompt_worker_render_timeouts_total{where="helper"}') == deliveries
+    assert metric_value(text, 'prompt_worker_render_timeouts_total{where="event_loop"}') == 1
     lines = [e for e in worker.log_events() if e.get("event") == "job" and e.get("job_id")]
     slow_lines = [e for e in worker.log_events() if e.get("event") == "job" and e["job_id"] is None]
     assert len(slow_lines) == DELIVERY_LIMIT  # the retries, unanswered
