@@ -1,6 +1,6 @@
 """A render that overruns its deadline, through a real worker and RabbitMQ.
 
-The job is made slow on purpose with the test-only fault hook (`worker.transport.faults`,
+The job is made slow (a busy loop) on purpose with the test-only fault hook (`worker.transport.faults`,
 enabled by an environment variable only tests set). It must neither hold the other jobs
 up nor loop: its render is abandoned on the event loop, then in the helper process
 (which is killed and replaced) on every delivery, and its last delivery is answered
@@ -23,6 +23,7 @@ from tests.integration.helpers import (
     drain,
     metric_value,
     queue_depth,
+    wait_for,
 )
 from worker.transport import faults
 from worker.transport.topology import Topology
@@ -105,5 +106,11 @@ async def test_a_render_past_the_deadline_is_abandoned_answered_and_dead_lettere
     )
     [after] = await drain(channel, replies.name, 1)
     assert orjson.loads(after.body)["status"] == "ok"
-    events = [e for e in worker.log_events() if e.get("job_id") == "big-after"]
-    assert events[-1]["offloaded"] is True
+
+    async def logged() -> bool:
+        return any(e.get("job_id") == "big-after" for e in worker.log_events())
+
+    # The job's log line follows its reply (it is written once the job is settled).
+    await wait_for(logged, 30, "the big job's log line")
+    [line] = [e for e in worker.log_events() if e.get("job_id") == "big-after"]
+    assert line["offloaded"] is True

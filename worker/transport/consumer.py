@@ -56,7 +56,7 @@ from worker.transport.reply_limit import BROKER_DEFAULT_MAX_MESSAGE_BYTES, limit
 from worker.transport.retry import backoff
 from worker.transport.settings import Settings
 
-# The longest a render may hold the event loop before it moves to the helper process
+# The most CPU time a render may take on the event loop before it moves to the helper
 # (never longer than the render deadline itself): far above a typical job's render,
 # short enough that the jobs waiting behind it hardly notice.
 EVENT_LOOP_SLICE = 0.5

@@ -3,8 +3,10 @@
 Small jobs render on the event loop: sending them to the helper process would cost more
 than rendering them. A render is linear in the job's size, so the size gate alone keeps
 these renders short, but only for the inputs and code paths anybody thought of. As
-defence in depth, each such render runs under a `SIGALRM` timer: when the slice is
-over, the signal handler raises `SliceOverrun` in the rendering code (between two
+defence in depth, each such render runs under a CPU-time timer (`ITIMER_PROF`, which
+counts the process's CPU time, so a busy machine that merely runs the worker less often
+does not look like a slow render): when the slice is over, the `SIGPROF` handler raises
+`SliceOverrun` in the rendering code (between two
 bytecodes, or as soon as a native call returns), the partial render is dropped, and
 the caller sends the job to the helper, where its full deadline applies and the
 helper can be killed. The event loop is therefore never held much longer than the
@@ -43,7 +45,7 @@ class EventLoopSlice:
             hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
         )
         if self.available:
-            signal.signal(signal.SIGALRM, self._on_alarm)
+            signal.signal(signal.SIGPROF, self._on_alarm)
 
     def _on_alarm(self, _signum: int, _frame: FrameType | None) -> None:
         # A timer that fired just after the call returned finds the slice disarmed.
@@ -56,14 +58,14 @@ class EventLoopSlice:
         if not self.available:
             return call(arg)
         self._armed = True
-        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        signal.setitimer(signal.ITIMER_PROF, self.seconds)
         try:
             return call(arg)
         finally:
             self._armed = False
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
 
     def close(self) -> None:
         if self.available:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.setitimer(signal.ITIMER_PROF, 0)
+            signal.signal(signal.SIGPROF, signal.SIG_DFL)

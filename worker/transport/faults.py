@@ -7,7 +7,8 @@ deployment in `deploy/` does, and docs/OPERATIONS.md says never to), a job whose
 contains one of the markers below misbehaves where the transport renders it, on the
 event loop or in the render helper alike:
 
-* `SLOW_RENDER`: the render sleeps for an hour, as a pathological job would compute;
+* `SLOW_RENDER`: the render computes for an hour (a busy loop), as a pathological job
+  would;
 * `HANDLER_BUG`: the render path raises, as a bug outside the renderer's own guard would.
 
 Without the variable the markers are ordinary text and this module costs one boolean
@@ -34,6 +35,8 @@ def enabled(environ: Mapping[str, str] = os.environ) -> bool:
 def inject(body: bytes) -> None:
     """Misbehave as `body` asks (called only when `enabled()`)."""
     if SLOW_RENDER in body:
-        time.sleep(3600)
+        until = time.monotonic() + 3600
+        while time.monotonic() < until:
+            pass
     if HANDLER_BUG in body:
         raise InjectedFault("injected handler bug")
