@@ -141,7 +141,8 @@ class RenderPool:
     def _discard(self, executor: ProcessPoolExecutor, *, kill: bool = False) -> None:
         """Drop a helper that overran or died, and start its replacement now."""
         if kill:
-            for process in list(executor._processes.values()):
+            # None once the executor is shut down (its processes are then on their way out).
+            for process in list((executor._processes or {}).values()):
                 process.kill()
         if self._executor is executor:
             self._executor = None
