@@ -63,6 +63,10 @@ EVENT_LOOP_SLICE = 0.5
 # A job whose render timed out is answered with its job id when the body is small
 # enough to read again on the event loop at no real cost.
 PEEK_IDENTITY_BYTES = 1024 * 1024
+# After the default reply queue could not be declared again (e.g. no configure
+# permission), unroutable replies are dead-lettered for this long without trying again:
+# each failed declaration closes the channel, and with it every job in flight on it.
+REDECLARE_PAUSE = 30.0
 # RabbitMQ applies acknowledgements to a quorum queue asynchronously: a connection
 # closed right after the last ones can have those messages returned to the queue and
 # delivered again, so a SIGTERM drain answered its last jobs twice now and then
@@ -165,6 +169,7 @@ class Worker:
         self._faults = faults.enabled()
         # Lowered when the broker refuses a reply as too large (reply_limit).
         self._reply_limit = BROKER_DEFAULT_MAX_MESSAGE_BYTES
+        self._redeclare_after = 0.0  # time.monotonic() before which not to try again
         self.log = get_logger(component="worker", queue=settings.request_queue, pid=os.getpid())
         self.connection_name = f"prompt-worker {socket.gethostname()} pid {os.getpid()}"
         self._connection: aio_pika.RobustConnection | None = None
@@ -567,7 +572,7 @@ class Worker:
             try:
                 await self._send(outcome, message, routing_key)
             except PublishError:
-                if reply_to is not None:
+                if reply_to is not None or time.monotonic() < self._redeclare_after:
                     raise
                 # Our own reply queue was deleted under us: it is ours to declare (the
                 # worker declared it at start-up), so declare it again and publish once
@@ -634,7 +639,10 @@ class Worker:
                 arguments=topology.reply_queue_arguments(),
             )
         except Exception as exc:  # the second publish reports what this means for the job
-            self.log.error("reply_queue_declare_failed", error=repr(exc))
+            self._redeclare_after = time.monotonic() + REDECLARE_PAUSE
+            self.log.error(
+                "reply_queue_declare_failed", error=repr(exc), next_try_in_s=REDECLARE_PAUSE
+            )
 
     async def _conclude(self, delivery: Delivery, decision: Decision) -> None:
         """Settle the job, then count and log it: one log line per delivery."""
