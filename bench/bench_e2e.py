@@ -57,6 +57,14 @@ WORKERS = {
     "go": [str(GOECHO / "goecho")],
 }
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+LIVE_FIELDS = (
+    "live_jobs_per_s",
+    "live_p50_ms",
+    "live_p95_ms",
+    "live_p99_ms",
+    "seq_p50_ms",
+    "seq_p99_ms",
+)
 
 
 @dataclass
@@ -250,12 +258,11 @@ async def measure(count: int, body: bytes, args: argparse.Namespace) -> list[Fig
     runs: dict[str, list[tuple[float, float]]] = {kind: [] for kind in args.workers}
     phases: dict[str, dict[str, float]] = {}
     for repeat in range(args.repeat):
-        last = repeat == args.repeat - 1
+        last = repeat == args.repeat - 1 and not args.drain_only
         for kind in args.workers:
             drained, live = await run_one(kind, count, body, args, live=last)
             runs[kind].append(drained)
-            if last:
-                phases[kind] = live
+            phases[kind] = live or dict.fromkeys(LIVE_FIELDS, float("nan"))
             print(
                 f"  {kind} x{count} run {repeat + 1}: {drained[0]:,.0f} jobs/s drain, "
                 f"{drained[1]:.3f} CPU ms/job",
@@ -381,6 +388,9 @@ def parse_args() -> argparse.Namespace:
         help="echo, render, go (the Go echo: skipped with a note when Go is absent)",
     )
     parser.add_argument("--phase-timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--drain-only", action="store_true", help="skip the live and sequential phases"
+    )
     parser.add_argument("--quick", action="store_true", help="small counts, for a smoke run")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args()
