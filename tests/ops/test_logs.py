@@ -4,16 +4,19 @@ import io
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import pytest
 import structlog
+from aiormq.abc import DeliveredMessage
+from pamqp.commands import Basic
+from pamqp.header import ContentHeader
 
 from worker.ops.logs import configure_logging, format_exception, get_logger, payload_logging_enabled
 from worker.ops.metrics import Metrics
 from worker.render.renderer import Renderer
+from worker.transport.acks import BatchedAcks
 from worker.transport.consumer import Decision, Delivery, Worker
 from worker.transport.settings import Settings
 
@@ -101,13 +104,18 @@ def test_stack_traces_withhold_exception_messages_below_debug() -> None:
     assert CANARY in format_exception(raised.value, include_messages=True)
 
 
-@dataclass
-class _Message:
-    """The fields of an incoming AMQP message the job log line reads."""
-
-    body: bytes
-    reply_to: str | None = "amq.gen-client"
-    headers: dict[str, Any] = field(default_factory=dict)
+def _delivery(body: bytes) -> Delivery:
+    """A delivery as aiormq hands it to the worker, with a reply_to."""
+    message = DeliveredMessage(
+        delivery=Basic.Deliver(consumer_tag="ctag", delivery_tag=1),
+        header=ContentHeader(
+            properties=Basic.Properties(reply_to="amq.gen-client", headers={}),
+            body_size=len(body),
+        ),
+        body=body,
+        channel=None,
+    )
+    return Delivery(message, received=0.0, attempt=0, acks=BatchedAcks(None), tag=1)
 
 
 @pytest.mark.parametrize("level", ["info", "debug"])
@@ -128,7 +136,7 @@ def test_the_job_line_holds_facts_not_payload(level: str) -> None:
     outcome = renderer.render(body)
     assert outcome.ok
 
-    delivery = Delivery(_Message(body), received=0.0, attempt=0)  # type: ignore[arg-type]
+    delivery = _delivery(body)
     worker._log_job(delivery, Decision(outcome, "ack", offloaded=False), "acked")
 
     [line] = lines(stream)
@@ -153,7 +161,7 @@ def test_an_unknown_kind_is_not_echoed_into_logs() -> None:
     worker = Worker(Settings(http_port=0), renderer, Metrics("test"))
     body = orjson.dumps({"job_id": "j-2", "kind": CANARY})
     outcome = renderer.render(body)
-    delivery = Delivery(_Message(body), received=0.0, attempt=0)  # type: ignore[arg-type]
+    delivery = _delivery(body)
     worker._log_job(delivery, Decision(outcome, "dead_letter", offloaded=False), "dead_lettered")
     [line] = lines(stream)
     assert line["kind"] == "unknown"

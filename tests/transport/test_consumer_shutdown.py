@@ -3,43 +3,65 @@ arrives after the drain found the worker idle gets."""
 
 from typing import Any
 
+from aiormq.abc import DeliveredMessage
+from pamqp.commands import Basic
+from pamqp.header import ContentHeader
+
 from worker.ops.metrics import Metrics
 from worker.render.renderer import Renderer
+from worker.transport.acks import BatchedAcks
 from worker.transport.consumer import Worker
 from worker.transport.settings import Settings
 
 
-class _Delivery:
-    """The parts of an incoming message the consumer touches, recording settlements."""
-
-    body = b'{"job_id": "late", "kind": "react"}'
-    reply_to = "amq.gen-client"
-    correlation_id = "late"
-    message_id = None
-    redelivered = False
+class _Channel:
+    """The settling and publishing calls of aiormq's channel, recorded."""
 
     def __init__(self) -> None:
-        self.headers: dict[str, Any] = {"x-delivery-count": 0}
-        self.settled: list[str] = []
+        self.calls: list[str] = []
 
-    async def ack(self) -> None:
-        self.settled.append("ack")
+    async def basic_ack(self, tag: int, multiple: bool = False, wait: bool = True) -> None:
+        self.calls.append(f"ack {tag} multiple={multiple}")
 
-    async def reject(self, requeue: bool = False) -> None:
-        self.settled.append(f"reject requeue={requeue}")
+    async def basic_reject(self, tag: int, *, requeue: bool = True, wait: bool = True) -> None:
+        self.calls.append(f"reject {tag} requeue={requeue}")
 
-    async def nack(self, requeue: bool = True) -> None:
-        self.settled.append(f"nack requeue={requeue}")
+    async def basic_nack(
+        self, tag: int, multiple: bool = False, requeue: bool = True, wait: bool = True
+    ) -> None:
+        self.calls.append(f"nack {tag} requeue={requeue}")
+
+    async def basic_publish(self, body: bytes, **kwargs: Any) -> None:
+        self.calls.append("publish")
+
+
+def _message(channel: _Channel, tag: int) -> DeliveredMessage:
+    body = b'{"job_id": "late", "kind": "react"}'
+    properties = Basic.Properties(
+        reply_to="amq.gen-client", correlation_id="late", headers={"x-delivery-count": 0}
+    )
+    return DeliveredMessage(
+        delivery=Basic.Deliver(consumer_tag="ctag", delivery_tag=tag),
+        header=ContentHeader(properties=properties, body_size=len(body)),
+        body=body,
+        channel=channel,
+    )
 
 
 async def test_a_delivery_reaching_a_closing_worker_is_left_for_the_broker() -> None:
     worker = Worker(Settings(http_port=0), Renderer(), Metrics("test"))
     worker._closing = True  # the drain found nothing in flight; the close is next
-    delivery = _Delivery()
-    await worker._on_message(delivery)  # type: ignore[arg-type]
+    channel = _Channel()
+    acks = BatchedAcks(channel)
+    await worker._on_message(acks, _message(channel, 7))
     # Not answered and not settled: the broker redelivers it once the connection
     # closes, so no reply can go out whose request then stays unacknowledged.
-    assert delivery.settled == []
+    assert channel.calls == []
     assert worker._in_flight == 0
     [jobs] = worker.metrics.jobs.collect()
     assert jobs.samples == []  # not counted as a job either
+    # ... and no later batched acknowledgement may cover it.
+    assert acks.is_unsettled(7)
+    acks.register(8)
+    await acks.ack(8)
+    assert channel.calls == ["ack 8 multiple=False"]

@@ -22,23 +22,35 @@ When the reply cannot be delivered:
 
 The job code (`worker.render.renderer`) never sees the transport; this module never looks
 inside a job beyond the facts `RenderOutcome` hands it.
+
+aio-pika owns the connection, the channel and the topology (reconnecting and declaring
+again after a drop); the per-delivery path goes to aiormq's channel beneath it: deliveries
+arrive as aiormq's `DeliveredMessage`, replies are published with `basic_publish` and
+jobs settled with `basic_ack`/`basic_reject`/`basic_nack`, acknowledgements of one loop
+turn batched (`worker.transport.acks`). aio-pika's message objects and the extra task it
+runs per delivery cost a large share of a job's CPU for nothing the worker uses
+(docs/PERFORMANCE.md, "The transport's hot path"). The consumer, which aio-pika then does
+not know about, is registered again each time the channel reopens.
 """
 
 import asyncio
+import contextlib
+import itertools
 import os
 import socket
 import time
+import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, cast
 
 import aio_pika
+import aiormq
 import orjson
-from aio_pika.abc import (
-    AbstractIncomingMessage,
-    AbstractQueue,
-    AbstractRobustChannel,
-)
+from aio_pika.abc import AbstractQueue, AbstractRobustChannel
+from aiormq.abc import DeliveredMessage
 from aiormq.exceptions import ChannelPreconditionFailed, DeliveryError, PublishError
+from pamqp.commands import Basic
 from yarl import URL
 
 from schemas.reply import ErrorCode
@@ -47,6 +59,7 @@ from worker.ops.metrics import Metrics, kind_label
 from worker.render.renderer import Renderer
 from worker.render.replies import RenderOutcome, error_reply, peek_identity
 from worker.transport import faults, tls, topology
+from worker.transport.acks import AcksNotSent, BatchedAcks
 from worker.transport.broker_failures import describe
 from worker.transport.budget import ByteBudget, PrefetchPolicy
 from worker.transport.connection import BrokerConnection
@@ -100,16 +113,17 @@ def redacted_url(amqp_url: str) -> str:
     return str(url.with_password("***")) if url.password else amqp_url
 
 
-def delivery_count(message: AbstractIncomingMessage) -> int:
+def delivery_count(message: DeliveredMessage) -> int:
     """How many times this job was handed out before without being settled.
 
     Quorum queues count it in `x-delivery-count`; elsewhere only the redelivered flag
     is known.
     """
-    value = (message.headers or {}).get("x-delivery-count")
+    value = (message.header.properties.headers or {}).get("x-delivery-count")
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    return 1 if message.redelivered else 0
+    frame = message.delivery
+    return 1 if isinstance(frame, Basic.Deliver) and frame.redelivered else 0
 
 
 Settle = Literal["ack", "dead_letter", "requeue"]
@@ -119,9 +133,15 @@ Settle = Literal["ack", "dead_letter", "requeue"]
 class Delivery:
     """One delivery being handled: the message, and when and how often it came."""
 
-    message: AbstractIncomingMessage
+    message: DeliveredMessage
     received: float  # time.perf_counter() on arrival
     attempt: int  # earlier deliveries of the same job (delivery_count)
+    acks: BatchedAcks  # the settlement of the channel it came on
+    tag: int  # its delivery tag on that channel
+
+    @property
+    def reply_to(self) -> str | None:
+        return self.message.header.properties.reply_to or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +183,7 @@ class Worker:
         self.budget = ByteBudget(settings.max_inflight_bytes)
         metrics.track_in_flight_bytes(lambda: self.budget.used, lambda: self.budget.peak)
         self.prefetch = PrefetchPolicy(settings.max_inflight_bytes, settings.prefetch)
-        # Held while the consumer is replaced (new prefetch) or cancelled (drain).
+        # Held while the consumer is started, replaced (new prefetch) or cancelled.
         self._consumer_lock = asyncio.Lock()
         self._prefetch_switch: asyncio.Task[None] | None = None
         self._faults = faults.enabled()
@@ -176,6 +196,14 @@ class Worker:
         self._channel: AbstractRobustChannel | None = None
         self._queue: AbstractQueue | None = None
         self._consumer_tag: str | None = None
+        # aiormq's channel the consumer is registered on, while it is.
+        self._underlay: Any = None
+        # The settlement of the channel's deliveries (one per channel).
+        self._acks: BatchedAcks | None = None
+        self._consume_wanted = False
+        # Replies' message ids: unique per process (aiormq matches a returned reply
+        # to its publish by message id) without a random UUID per reply.
+        self._reply_ids = map(f"{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
         self._link_up = False
         self._stop_requested = False
         # Set once the drain found nothing in flight and the connection is about to close.
@@ -211,6 +239,17 @@ class Worker:
     def _on_link_up(self, *_: Any) -> None:
         self._link_up = True
         self._update_ready()
+
+    async def _on_reopen(self, channel: Any) -> None:
+        # aio-pika re-declared the topology on the new channel; the consumer is ours.
+        if self._consume_wanted:
+            try:
+                await self._consume(channel)
+            except Exception as exc:
+                # The channel failed again: aio-pika reopens it and this runs once more.
+                self.log.warning("consume_failed", error=repr(exc))
+                return
+        self._on_link_up()
 
     def _on_reconnected(self, *_: Any) -> None:
         self.metrics.reconnects.inc()
@@ -287,7 +326,7 @@ class Worker:
         assert isinstance(channel, aio_pika.RobustChannel)
         self._channel = channel
         channel.close_callbacks.add(self._on_link_down)
-        channel.reopen_callbacks.add(self._on_link_up)
+        channel.reopen_callbacks.add(self._on_reopen)
         # Per-consumer QoS: global QoS on a quorum queue closes the connection (540).
         await channel.set_qos(prefetch_count=self.settings.prefetch, global_=False)
         try:
@@ -300,8 +339,8 @@ class Worker:
         self._queue = declared.request_queue
         if not await warming:
             self.log.warning("render_helper_unavailable", detail="will retry on the next big job")
-        async with self._consumer_lock:
-            self._consumer_tag = await declared.request_queue.consume(self._on_message)
+        self._consume_wanted = True
+        await self._consume(channel)
         self._link_up = True
         self._update_ready()
         self.log.info(
@@ -311,9 +350,31 @@ class Worker:
             dead_letter=self.topology.dead_letter,
         )
 
+    async def _consume(self, channel: AbstractRobustChannel) -> None:
+        async with self._consumer_lock:
+            underlay = await channel.get_underlay_channel()
+            if self._consumer_tag is not None and self._underlay is underlay:
+                return  # already consuming on this channel
+            # Delivery tags number a channel's deliveries, whichever consumer they are
+            # for (the prefetch switch starts a new one): one BatchedAcks per channel.
+            if self._acks is None or self._acks.channel is not underlay:
+                self._acks = BatchedAcks(underlay)
+            consume_ok = await underlay.basic_consume(
+                self.topology.request_queue, partial(self._on_message, self._acks)
+            )
+            tag = cast(str, consume_ok.consumer_tag)
+            if not self._consume_wanted:  # the drain began meanwhile
+                with contextlib.suppress(Exception):
+                    await underlay.basic_cancel(tag)
+                return
+            self._underlay = underlay
+            self._consumer_tag = tag
+            self._update_ready()
+
     async def _drain(self) -> None:
         assert self._idle is not None
         self.log.info("stopping", in_flight=self._in_flight)
+        self._consume_wanted = False
         async with self._consumer_lock:
             await self._cancel_consumer()
         # Deliveries that arrived before the cancel-ok are already scheduled as tasks,
@@ -337,13 +398,15 @@ class Worker:
         self._closing = True
 
     async def _cancel_consumer(self) -> None:
-        if self._queue is not None and self._consumer_tag is not None:
+        if self._underlay is not None and self._consumer_tag is not None:
             tag, self._consumer_tag = self._consumer_tag, None
             self._update_ready()
             try:
-                # Cancelling first forgets the consumer, so a reconnect during the drain
-                # does not restore it; the basic.cancel itself needs a live link.
-                await asyncio.wait_for(self._queue.cancel(tag), timeout=5 if self._link_up else 0.5)
+                # Forgetting the consumer first means a reconnect during the drain does
+                # not restore it; the basic.cancel itself needs a live link.
+                await asyncio.wait_for(
+                    self._underlay.basic_cancel(tag), timeout=5 if self._link_up else 0.5
+                )
             except Exception as exc:  # broker gone: its redelivery covers the rest
                 self.log.warning("cancel_consumer_failed", error=repr(exc))
 
@@ -358,33 +421,34 @@ class Worker:
         failures = 0
         while self.prefetch.current != applied:
             prefetch = self.prefetch.current
-            async with self._consumer_lock:
-                queue, channel = self._queue, self._channel
-                if self._stop_requested or queue is None or channel is None:
-                    return
-                try:
-                    # Per-consumer QoS applies to consumers started after it: cancel, then
-                    # consume again. Jobs the old consumer holds are settled as usual.
+            channel = self._channel
+            if not self._consume_wanted or channel is None:
+                return
+            try:
+                # Per-consumer QoS applies to consumers started after it: cancel, then
+                # consume again. Jobs the old consumer holds are settled as usual, by
+                # the channel's one BatchedAcks.
+                async with self._consumer_lock:
                     await channel.set_qos(prefetch_count=prefetch, global_=False)
-                    if self._consumer_tag is not None:
+                    if self._consumer_tag is not None and self._underlay is not None:
                         tag, self._consumer_tag = self._consumer_tag, None
-                        await queue.cancel(tag)
-                    self._consumer_tag = await queue.consume(self._on_message)
-                except Exception as exc:
-                    failures += 1
-                    self.log.warning(
-                        "prefetch_switch_failed",
-                        prefetch=prefetch,
-                        consuming=self._consumer_tag is not None,
-                        error=repr(exc),
-                    )
-                    if self._consumer_tag is not None:
-                        return  # the old consumer still runs; a later job tries again
-                else:
-                    applied = prefetch
-                    self.log.info("prefetch_switched", prefetch=prefetch)
-                finally:
-                    self._update_ready()
+                        await self._underlay.basic_cancel(tag)
+                await self._consume(channel)
+            except Exception as exc:
+                failures += 1
+                self.log.warning(
+                    "prefetch_switch_failed",
+                    prefetch=prefetch,
+                    consuming=self._consumer_tag is not None,
+                    error=repr(exc),
+                )
+                if self._consumer_tag is not None:
+                    return  # the old consumer still runs; a later job tries again
+            else:
+                applied = prefetch
+                self.log.info("prefetch_switched", prefetch=prefetch)
+            finally:
+                self._update_ready()
             if applied != prefetch:
                 # Cancelled but not consuming again: not ready until it is.
                 await asyncio.sleep(backoff(failures))
@@ -406,7 +470,12 @@ class Worker:
 
     # -- one delivery --------------------------------------------------------------
 
-    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+    async def _on_message(self, acks: BatchedAcks, message: DeliveredMessage) -> None:
+        # A consumer only ever receives basic.deliver frames.
+        tag = cast(int, cast(Basic.Deliver, message.delivery).delivery_tag)
+        # Registered before anything else: no batched ack may cover a delivery that is
+        # not settled, including one left for redelivery below.
+        acks.register(tag)
         if self._closing:
             # A delivery sent before the consumer was cancelled, reaching us after the
             # drain found the worker idle. Left unacknowledged, the broker hands it to
@@ -422,29 +491,28 @@ class Worker:
         size = len(message.body)
         if self.prefetch.observe(size) is not None:
             self._switch_prefetch()
+        delivery = Delivery(message, received, delivery_count(message), acks, tag)
         acquired = False
         try:
             if not self.budget.try_acquire(size):
                 await self.budget.acquire(size)
             acquired = True
-            await self._handle(message, received)
+            await self._handle(delivery)
         except asyncio.CancelledError:
             # The channel closed under us (connection lost): the broker redelivers.
-            self.log.warning(
-                "job_abandoned", reason="channel closed", attempt=delivery_count(message)
-            )
+            self.log.warning("job_abandoned", reason="channel closed", attempt=delivery.attempt)
             raise
         except Exception as exc:  # a bug of ours must not kill the consumer
-            attempt = delivery_count(message)
-            pause = backoff(attempt)
+            pause = backoff(delivery.attempt)
             self.log.error(
                 "job_handling_failed",
-                attempt=attempt,
+                attempt=delivery.attempt,
                 backoff_s=pause,
                 exception=format_exception(exc),
             )
             await asyncio.sleep(pause)
-            await self._settle(message, "requeue")
+            if acks.is_unsettled(delivery.tag):
+                await self._settle(delivery, "requeue")
         finally:
             if acquired:
                 self.budget.release(size)
@@ -453,8 +521,7 @@ class Worker:
             if self._in_flight == 0 and self._idle is not None:
                 self._idle.set()
 
-    async def _handle(self, message: AbstractIncomingMessage, received: float) -> None:
-        delivery = Delivery(message, received, delivery_count(message))
+    async def _handle(self, delivery: Delivery) -> None:
         decision = await self._decide(delivery)
         if decision.retry is None:
             decision = await self._publish(delivery, decision)
@@ -551,7 +618,7 @@ class Worker:
 
     async def _publish(self, delivery: Delivery, decision: Decision) -> Decision:
         """Publish the reply and wait for the broker's confirm; the decision it leaves."""
-        outcome, message = decision.outcome, delivery.message
+        outcome = decision.outcome
         assert outcome is not None
         if len(outcome.body) > self._reply_limit:
             # Refused by the broker it would close the channel, and come back again on
@@ -563,14 +630,14 @@ class Worker:
                 job_id=outcome.job_id,
                 kind=outcome.kind,
                 details=[{"field": "", "type": "reply_too_large", "message": "reply too large"}],
-                request_bytes=len(message.body),
+                request_bytes=len(delivery.message.body),
             )
             decision = replace(decision, outcome=outcome, settle="dead_letter")
-        reply_to = message.reply_to or None
+        reply_to = delivery.reply_to
         routing_key = reply_to or self.topology.reply_queue
         try:
             try:
-                await self._send(outcome, message, routing_key)
+                await self._send(outcome, delivery, routing_key)
             except PublishError:
                 if reply_to is not None or time.monotonic() < self._redeclare_after:
                     raise
@@ -578,7 +645,7 @@ class Worker:
                 # worker declared it at start-up), so declare it again and publish once
                 # more; `PublishError` again means it cannot be had.
                 await self._redeclare_reply_queue()
-                await self._send(outcome, message, routing_key)
+                await self._send(outcome, delivery, routing_key)
         except PublishError:
             if reply_to is not None:
                 # The RPC client's reply queue is gone (it timed out or exited): nobody
@@ -617,17 +684,24 @@ class Worker:
             return replace(decision, settle="requeue", retry=again)
         return decision
 
-    async def _send(
-        self, outcome: RenderOutcome, message: AbstractIncomingMessage, routing_key: str
-    ) -> None:
-        assert self._channel is not None
-        reply = aio_pika.Message(
-            outcome.body,
+    async def _send(self, outcome: RenderOutcome, delivery: Delivery, routing_key: str) -> None:
+        """Publish the reply and wait for its confirm (raises as `basic_publish` does)."""
+        request = delivery.message.header.properties
+        properties = Basic.Properties(
             content_type="application/json",
-            correlation_id=message.correlation_id or outcome.job_id or message.message_id,
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            delivery_mode=2,  # persistent
+            correlation_id=request.correlation_id or outcome.job_id or request.message_id,
+            message_id=next(self._reply_ids),
         )
-        await self._channel.default_exchange.publish(reply, routing_key=routing_key, mandatory=True)
+        # On the channel the job came on, which is the worker's publishing channel.
+        # `wait=False`: the confirm awaited here says more than the socket drain.
+        await cast(aiormq.Channel, delivery.message.channel).basic_publish(
+            outcome.body,
+            routing_key=routing_key,
+            properties=properties,
+            mandatory=True,
+            wait=False,
+        )
 
     async def _redeclare_reply_queue(self) -> None:
         assert self._channel is not None
@@ -646,32 +720,41 @@ class Worker:
 
     async def _conclude(self, delivery: Delivery, decision: Decision) -> None:
         """Settle the job, then count and log it: one log line per delivery."""
-        message, retry = delivery.message, decision.retry
+        retry = decision.retry
         if retry is not None:
             # Logged first, so that the line's duration is the job's, not the backoff's.
             self._log_job(delivery, decision, retry.settled)
             if retry.backoff:
                 await asyncio.sleep(retry.backoff)
-            await self._settle(message, "requeue")
+            await self._settle(delivery, "requeue")
             return
-        settled = await self._settle(message, decision.settle)
+        settled = await self._settle(delivery, decision.settle)
         assert decision.outcome is not None
-        self._record(decision.outcome, len(message.body), delivery.received)
+        self._record(decision.outcome, len(delivery.message.body), delivery.received)
         self._log_job(delivery, decision, settled)
 
-    async def _settle(self, message: AbstractIncomingMessage, how: Settle) -> str:
-        """Ack, dead-letter or requeue; what happened ("unsettled" if the channel is gone)."""
+    async def _settle(self, delivery: Delivery, how: Settle) -> str:
+        """Ack, dead-letter or requeue; what happened ("unsettled" if the channel is gone).
+
+        "acked" means the acknowledgement is handed to the channel, possibly in a batch
+        another delivery's handler sends a moment later (`BatchedAcks`); a batch the
+        channel fails under is logged once, by the handler that was sending it.
+        """
+        acks, tag = delivery.acks, delivery.tag
         try:
             if how == "ack":
-                await message.ack()
+                await acks.ack(tag)
                 return "acked"
             if how == "dead_letter":
-                await message.reject(requeue=False)
+                await acks.reject(tag, requeue=False)
                 return "dead_lettered"
-            await message.nack(requeue=True)
+            await acks.reject(tag, requeue=True)
             return "requeued"
         except asyncio.CancelledError:
             raise
+        except AcksNotSent as exc:
+            self.log.warning("settle_failed", how=how, error=str(exc), jobs=exc.deliveries)
+            return "unsettled"
         except Exception as exc:
             # The channel closed after the reply was confirmed: the job will be
             # delivered again and answered twice, which consumers already tolerate.
@@ -695,6 +778,7 @@ class Worker:
     def _log_job(self, delivery: Delivery, decision: Decision, settled: str) -> None:
         """The one log line of a delivery. Facts only: never payload text (but at debug)."""
         outcome, message, retry = decision.outcome, delivery.message, decision.retry
+        reply_to = delivery.reply_to
         fields: dict[str, Any] = {
             "job_id": outcome.job_id if outcome else None,
             "kind": kind_label(outcome.kind) if outcome else None,
@@ -706,7 +790,7 @@ class Worker:
             "duration_ms": round((time.perf_counter() - delivery.received) * 1000, 3),
             "attempt": delivery.attempt,
             "offloaded": decision.offloaded,
-            "reply": "reply_to" if message.reply_to else "default",
+            "reply": "reply_to" if reply_to else "default",
             "settled": settled,
         }
         if retry is not None:
