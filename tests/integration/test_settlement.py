@@ -166,3 +166,32 @@ async def test_a_dropped_connection_loses_no_job_and_leaves_none_unsettled(
         channel, topo, await queue_depth(channel, topo.dead_letter_queue)
     )
     assert set(dead) == bad
+
+
+async def test_a_request_queue_deleted_under_the_worker_is_declared_and_consumed_again(
+    start_worker: StartWorker, topo: Topology, channel: AbstractChannel
+) -> None:
+    # The worker consumes on aiormq's channel, beneath aio-pika's robust queue, so the
+    # broker's cancel of that consumer is the worker's own business.
+    worker = start_worker()
+    await worker.wait_ready()
+    await channel.queue_delete(topo.request_queue)
+
+    async def consuming_again() -> bool:
+        return any(e.get("event") == "consuming_again" for e in worker.log_events())
+
+    await wait_for(consuming_again, 60, "the worker to consume again")
+    events = [e["event"] for e in worker.log_events()]
+    assert events.index("consumer_cancelled_by_broker") < events.index("consuming_again")
+    await worker.wait_ready()
+    # Declared again with the topology's arguments (a quorum queue with dead-lettering).
+    declared = await channel.declare_queue(
+        topo.request_queue, durable=True, arguments=topo.request_arguments()
+    )
+    replies = Replies()
+    await replies.open(channel)
+    await channel.default_exchange.publish(
+        aio_pika.Message(orjson.dumps(a_job("after")), reply_to=replies.name, correlation_id="x"),
+        routing_key=declared.name,
+    )
+    await replies.wait_for_all({"x"}, within=60)

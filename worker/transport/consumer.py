@@ -201,6 +201,7 @@ class Worker:
         # The settlement of the channel's deliveries (one per channel).
         self._acks: BatchedAcks | None = None
         self._consume_wanted = False
+        self._consuming_again: asyncio.Task[None] | None = None
         # Replies' message ids: unique per process (aiormq matches a returned reply
         # to its publish by message id) without a random UUID per reply.
         self._reply_ids = map(f"{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
@@ -359,6 +360,7 @@ class Worker:
             # for (the prefetch switch starts a new one): one BatchedAcks per channel.
             if self._acks is None or self._acks.channel is not underlay:
                 self._acks = BatchedAcks(underlay)
+                underlay.on_consumer_cancel_callbacks.add(self._on_broker_cancel)
             consume_ok = await underlay.basic_consume(
                 self.topology.request_queue, partial(self._on_message, self._acks)
             )
@@ -370,6 +372,33 @@ class Worker:
             self._underlay = underlay
             self._consumer_tag = tag
             self._update_ready()
+
+    def _on_broker_cancel(self, frame: Any) -> None:
+        """The broker cancelled the consumer (the request queue was deleted, ...)."""
+        if frame.consumer_tag != self._consumer_tag:
+            return
+        self._consumer_tag = None
+        self._update_ready()
+        self.log.warning("consumer_cancelled_by_broker")
+        if self._consume_wanted and (self._consuming_again is None or self._consuming_again.done()):
+            self._consuming_again = asyncio.get_running_loop().create_task(self._consume_again())
+
+    async def _consume_again(self) -> None:
+        """Declare the request queue again (with its arguments) and consume, until it works."""
+        pause = 0.5
+        while self._consume_wanted and self._consumer_tag is None:
+            assert self._queue is not None and self._channel is not None
+            try:
+                await self._queue.declare()
+                if self._consume_wanted:
+                    await self._consume(self._channel)
+                    self.log.info("consuming_again")
+            except Exception as exc:
+                # A failed declare closes the channel: aio-pika reopens it, and
+                # `_on_reopen` may consume first; this loop then ends.
+                self.log.warning("consume_failed", error=repr(exc))
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 10.0)
 
     async def _drain(self) -> None:
         assert self._idle is not None
