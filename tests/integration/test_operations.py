@@ -250,7 +250,17 @@ async def test_big_jobs_render_in_the_helper_process_while_small_ones_flow(
     replies = await asyncio.gather(client.build(big, timeout=120), *smalls)
     assert {r["status"] for r in replies} == {"ok"}
     assert len(replies[0]["messages"][1]["content"]) > 1_000_000
-    lines = {e["job_id"]: e for e in worker.log_events() if e.get("event") == "job"}
+
+    def job_lines() -> dict[str, dict[str, Any]]:
+        return {e["job_id"]: e for e in worker.log_events() if e.get("event") == "job"}
+
+    async def all_logged() -> bool:
+        return len(job_lines()) == 51
+
+    # A reply can reach the client before the worker has the confirm, and with it
+    # writes the job's line.
+    await wait_for(all_logged, 30, "a log line per job")
+    lines = job_lines()
     assert lines["big"]["offloaded"] is True
     assert lines["small-0"]["offloaded"] is False
 
