@@ -82,6 +82,14 @@ async def fill(channel: AbstractChannel, topo: Topology, replies: Replies, count
     return bad
 
 
+async def filled(channel: AbstractChannel, topo: Topology, count: int) -> tuple[Replies, set[str]]:
+    """The topology declared and `count` jobs waiting in it; their replies, the bad ids."""
+    await topology.declare(channel, topo)
+    replies = Replies()
+    await replies.open(channel)
+    return replies, await fill(channel, topo, replies, count)
+
+
 async def nothing_left_unsettled(channel: AbstractChannel, topo: Topology) -> None:
     """Once the worker's connection is closed, any delivery it did not settle is back."""
     await asyncio.sleep(1)  # the broker requeues a closed connection's deliveries
@@ -100,11 +108,8 @@ def job_lines(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def test_a_drain_settles_every_delivery_once_as_decided(
     start_worker: StartWorker, topo: Topology, channel: AbstractChannel
 ) -> None:
-    await topology.declare(channel, topo)
-    replies = Replies()
-    await replies.open(channel)
     count = 700
-    bad = await fill(channel, topo, replies, count)
+    replies, bad = await filled(channel, topo, count)
 
     worker = start_worker(*OFFLOAD)
     await replies.wait_for_all({f"settle-{i}" for i in range(count)})
@@ -133,11 +138,8 @@ async def test_a_drain_settles_every_delivery_once_as_decided(
 async def test_a_dropped_connection_loses_no_job_and_leaves_none_unsettled(
     start_worker: StartWorker, topo: Topology, channel: AbstractChannel
 ) -> None:
-    await topology.declare(channel, topo)
-    replies = Replies()
-    await replies.open(channel)
     count = 3000
-    bad = await fill(channel, topo, replies, count)
+    replies, bad = await filled(channel, topo, count)
     proxy = TcpProxy()
     await proxy.start()
     try:
