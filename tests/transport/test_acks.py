@@ -96,6 +96,20 @@ async def test_tags_out_of_order_are_acked_one_by_one() -> None:
     assert broker.frames == ["ack 2", "ack 1", "ack 3"]
 
 
+async def test_a_delivery_never_registered_is_never_covered_by_a_multiple_ack() -> None:
+    # Delivery 3 reached the channel but not this object (a consumer cancelled under
+    # it, say): acknowledging 4 with `multiple` would settle it unanswered.
+    broker = Broker()
+    acks = BatchedAcks(broker)
+    for tag in (1, 2, 3, 4):
+        broker.deliver(tag)
+    for tag in (1, 2, 4):
+        acks.register(tag)
+    await asyncio.gather(*(acks.ack(tag) for tag in (1, 2, 4)))
+    assert broker.unacked == {3}
+    assert sorted(broker.acked) == [1, 2, 4]
+
+
 async def test_a_channel_failing_under_a_batch_says_how_many_jobs_it_held() -> None:
     class Closed(Broker):
         async def basic_ack(self, tag: int, multiple: bool = False, wait: bool = True) -> None:

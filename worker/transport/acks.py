@@ -43,14 +43,16 @@ class BatchedAcks:
         # Delivery tag -> marked for acknowledgement; in arrival order.
         self._open: dict[int, bool] = {}
         self._last_tag = 0
-        # Tags arrive in increasing order on a channel; should they ever not, runs are
-        # not trusted and every ack goes out on its own.
+        # Tags number every delivery of a channel, 1, 2, 3, ... whichever consumer it
+        # is for; should one ever come out of order or be skipped (a delivery this
+        # object never saw, which a `multiple` ack would settle unseen), runs are not
+        # trusted and every ack goes out on its own.
         self._ordered = True
         self._flushing = False
 
     def register(self, tag: int) -> None:
         """A delivery arrived: open until acknowledged, rejected or requeued."""
-        if tag <= self._last_tag:
+        if tag != self._last_tag + 1:
             self._ordered = False
         self._last_tag = tag
         self._open[tag] = False
