@@ -11,6 +11,7 @@ small good ones.
 
 import asyncio
 import signal
+from dataclasses import replace
 from typing import Any
 
 import aio_pika
@@ -19,7 +20,7 @@ import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from tests.integration.helpers import StartWorker, TcpProxy, a_job, drain, queue_depth, wait_for
-from worker.transport import topology
+from worker.transport import faults, topology
 from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
@@ -197,3 +198,54 @@ async def test_a_request_queue_deleted_under_the_worker_is_declared_and_consumed
         routing_key=declared.name,
     )
     await replies.wait_for_all({"x"}, within=60)
+
+
+async def test_deliveries_of_a_consumer_replaced_by_a_prefetch_switch_are_settled_once(
+    start_worker: StartWorker, topo: Topology, channel: AbstractChannel
+) -> None:
+    # The first job is big, so the worker at once cancels its consumer and consumes
+    # again with a smaller prefetch on the same channel; that job also renders past its
+    # deadline, so the old consumer holds it open (then requeues it) while the new
+    # consumer's jobs are acknowledged. Both consumers' deliveries share one sequence
+    # of delivery tags: a batched ack of the new consumer's jobs must not cover the
+    # open one (the broker would close the channel when it is requeued afterwards).
+    topo = replace(topo, delivery_limit=2)
+    count = 200
+    await topology.declare(channel, topo)
+    replies = Replies()
+    await replies.open(channel)
+    slow = orjson.dumps(a_job("slow", alert_data=BIG_ALERT + faults.SLOW_RENDER.decode()))
+    await channel.default_exchange.publish(
+        aio_pika.Message(slow, reply_to=replies.name, correlation_id="slow"),
+        routing_key=topo.request_queue,
+    )
+    bad = await fill(channel, topo, replies, count)
+
+    worker = start_worker(
+        *OFFLOAD,
+        "--max-inflight-bytes",
+        str(len(BIG_ALERT) * 8),
+        "--render-timeout",
+        "2",
+        "--delivery-limit",
+        str(topo.delivery_limit),
+        env={faults.ENV: "1"},
+    )
+    await replies.wait_for_all({f"settle-{i}" for i in range(count)} | {"slow"})
+    worker.signal(signal.SIGTERM)
+    assert await worker.wait_exit() == 0
+
+    await nothing_left_unsettled(channel, topo)
+    assert len(replies.ids) == count + 1
+    dead = await drain(channel, topo.dead_letter_queue, len(bad) + 1)
+    assert sorted(m.correlation_id or "" for m in dead) == sorted(bad | {"slow"})
+    events = worker.log_events()
+    names = [e["event"] for e in events]
+    assert "prefetch_switched" in names
+    assert not set(names) & {"broker_link_down", "settle_failed", "prefetch_switch_failed"}
+    settled = sorted(e["settled"] for e in job_lines(events))
+    assert settled == sorted(
+        ["acked"] * (count - len(bad))
+        + ["dead_lettered"] * (len(bad) + 1)
+        + ["requeued"] * topo.delivery_limit
+    )

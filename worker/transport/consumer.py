@@ -14,10 +14,11 @@ When the reply cannot be delivered:
   return is seen; the job is settled as if answered (and the return logged), because
   no retry could ever reach that client and requeueing would loop to the delivery
   limit for nothing;
-* the default reply queue is missing (deleted under a running worker): the job is
-  dead-lettered rather than answered into the void;
+* the default reply queue is missing (deleted under a running worker): it is declared
+  again and the reply published once more; if that fails too, the job is dead-lettered
+  rather than answered into the void;
 * the broker refuses the reply (nack, e.g. a full reply queue): the job is requeued
-  after a short pause;
+  after a pause that grows with its deliveries, and dead-lettered on the last one;
 * the connection or channel fails: the job is left unacknowledged and comes back.
 
 The job code (`worker.render.renderer`) never sees the transport; this module never looks
@@ -27,10 +28,12 @@ aio-pika owns the connection, the channel and the topology (reconnecting and dec
 again after a drop); the per-delivery path goes to aiormq's channel beneath it: deliveries
 arrive as aiormq's `DeliveredMessage`, replies are published with `basic_publish` and
 jobs settled with `basic_ack`/`basic_reject`/`basic_nack`, acknowledgements of one loop
-turn batched (`worker.transport.acks`). aio-pika's message objects and the extra task it
-runs per delivery cost a large share of a job's CPU for nothing the worker uses
-(docs/PERFORMANCE.md, "The transport's hot path"). The consumer, which aio-pika then does
-not know about, is registered again each time the channel reopens.
+turn batched (`worker.transport.acks`, one per channel; requeues and dead-letterings,
+also those after a backoff, go through it, so no batched ack covers them). aio-pika's
+message objects and the extra task it runs per delivery cost a large share of a job's
+CPU for nothing the worker uses (docs/PERFORMANCE.md, "The transport's hot path"). The
+consumer, which aio-pika then does not know about, is registered again each time the
+channel reopens, and after a prefetch switch (`worker.transport.budget`).
 """
 
 import asyncio
@@ -451,7 +454,7 @@ class Worker:
         while self.prefetch.current != applied:
             prefetch = self.prefetch.current
             channel = self._channel
-            if not self._consume_wanted or channel is None:
+            if self._stop_requested or not self._consume_wanted or channel is None:
                 return
             try:
                 # Per-consumer QoS applies to consumers started after it: cancel, then
