@@ -62,6 +62,14 @@ def tls_env(files: TlsFiles) -> dict[str, str]:
     return env
 
 
+def connections(node: ExtraNode) -> list[list[str]]:
+    """The node's connections: user, ssl, auth_mechanism, client_properties."""
+    listing = node.ctl(
+        "list_connections", "user", "ssl", "auth_mechanism", "client_properties", "--quiet"
+    ).stdout
+    return [line.split("\t") for line in listing.splitlines() if line.strip()]
+
+
 @contextmanager
 def tls_node(name: str, port: int, tls_port: int) -> Iterator[TlsNode]:
     """Start the node (plain AMQP on `port`, TLS on `tls_port`); stopped on exit."""

@@ -45,8 +45,9 @@ def needs_broker(test: F) -> F:
     return marked
 
 
-def unique_topology(label: str) -> Iterator[Topology]:
-    """Unique queue and exchange names for one test, deleted afterwards (fixture body)."""
+def unique_topology(label: str, amqp_url: str = AMQP_URL) -> Iterator[Topology]:
+    """Unique queue and exchange names for one test, deleted afterwards from the broker
+    at `amqp_url` (fixture body)."""
     prefix = f"test-{label}-{uuid.uuid4().hex[:10]}"
     names = Topology(
         request_queue=f"{prefix}.build-prompt",
@@ -54,7 +55,7 @@ def unique_topology(label: str) -> Iterator[Topology]:
         dead_letter=f"{prefix}.dead",
     )
     yield names
-    asyncio.run(delete_topology(names))
+    asyncio.run(delete_topology(names, amqp_url))
 
 
 def serve_env(
@@ -92,8 +93,8 @@ def free_port() -> int:
             return port
 
 
-async def delete_topology(topology: Topology) -> None:
-    connection = await aio_pika.connect(AMQP_URL)
+async def delete_topology(topology: Topology, amqp_url: str = AMQP_URL) -> None:
+    connection = await aio_pika.connect(amqp_url)
     async with connection:
         for name in topology.queue_names():
             channel = await connection.channel()

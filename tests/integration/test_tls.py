@@ -19,9 +19,15 @@ import pytest
 
 from tests.integration.conftest import start_worker, topo
 from tests.integration.helpers import REPO, StartWorker, a_job
-from tests.rabbit_nodes import ExtraNode
 from tests.rerender.files import conformance_lines, write_lines
-from tests.tls_node import CLIENT_IDENTITY, GOOD_HOST, UNNAMED_HOST, TlsNode, tls_env
+from tests.tls_node import (
+    CLIENT_IDENTITY,
+    GOOD_HOST,
+    UNNAMED_HOST,
+    TlsNode,
+    connections,
+    tls_env,
+)
 from tests.tls_node import tls_node as start_tls_node
 from worker.transport.client import PromptClient, PromptClientError
 from worker.transport.topology import Topology
@@ -51,13 +57,6 @@ def prompt_worker(*args: str, env: dict[str, str]) -> subprocess.CompletedProces
         timeout=120,
         check=False,
     )
-
-
-def connections(node: ExtraNode) -> list[list[str]]:
-    listing = node.ctl(
-        "list_connections", "user", "ssl", "auth_mechanism", "client_properties", "--quiet"
-    ).stdout
-    return [line.split("\t") for line in listing.splitlines() if line.strip()]
 
 
 async def test_worker_and_client_speak_mutual_tls_and_the_certificate_is_the_identity(
