@@ -6,11 +6,12 @@ reach here; docs/OPERATIONS.md, "Stand-in images", says how the stand-in differs
 containers use the host network, reach the broker on 127.0.0.1 and work on queues of
 their own.
 
-Each run mode (plain, and locked down: read-only root, no capabilities, no privilege
-gain) gets the same checks: ready with the fast masking engine, every conformance job
-answered exactly, the process running as uid 10001, the HEALTHCHECK reporting healthy,
-/metrics counting, a bad job dead-lettered, and SIGTERM draining to exit 0. A run mode
-is a row of RUN_MODES; more (TLS to the broker, say) are added there.
+Each run mode (plain; locked down: read-only root, no capabilities, no privilege gain;
+and locked down over mutual TLS to a broker of its own) gets the same checks: ready with
+the fast masking engine, every conformance job answered exactly, the process running as
+uid 10001, the HEALTHCHECK reporting healthy, /metrics counting, a bad job
+dead-lettered, and SIGTERM draining to exit 0. A run mode is a row of RUN_MODES; more
+are added there.
 """
 
 import asyncio
@@ -39,6 +40,7 @@ from tests.integration.helpers import (
     unique_topology,
     wait_for,
 )
+from tests.tls_node import CLIENT_IDENTITY, TlsNode, connections, tls_node
 from worker.transport.client import PromptClient
 from worker.transport.topology import Topology
 
@@ -56,25 +58,72 @@ REPLY_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
+class Broker:
+    """The broker a run mode's worker works on, and how the worker is pointed at it."""
+
+    test_url: str  # the test's own connections: its client, drains and queue checks
+    worker_env: Mapping[str, str]
+    docker_args: tuple[str, ...] = ()  # the mounts the worker_env names
+
+
+@dataclass(frozen=True)
 class RunMode:
     name: str
     docker_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    # The module fixture giving the Broker: a broker that only exists while its fixture
+    # runs (an extra node, its certificates) cannot be written into the table itself.
+    broker: str = "system_broker"
 
 
-RUN_MODES = [
-    RunMode("plain"),
-    RunMode(
-        "locked-down",
+LOCKED_DOWN = ("--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges")
+
+TLS_MODE = RunMode("tls", LOCKED_DOWN, broker="tls_broker")
+RUN_MODES = [RunMode("plain"), RunMode("locked-down", LOCKED_DOWN), TLS_MODE]
+
+# Where the TLS mode's secrets are mounted in the container.
+SECRETS = "/run/secrets"
+TLS_DIR = f"{SECRETS}/broker-tls"
+URL_FILE = f"{SECRETS}/amqp-url"
+# An extra node's ports (plain AMQP, TLS), apart from the other tests' nodes.
+TLS_NODE_PORT = 5695
+TLS_PORT = 5696
+
+
+@pytest.fixture(scope="module")
+def system_broker() -> Broker:
+    return Broker(AMQP_URL, {"PROMPT_WORKER_AMQP_URL": AMQP_URL})
+
+
+@pytest.fixture(scope="module")
+def image_tls_node() -> Iterator[TlsNode]:
+    with tls_node("imagetls", TLS_NODE_PORT, TLS_PORT) as node:
+        yield node
+
+
+@pytest.fixture(scope="module")
+def tls_broker(image_tls_node: TlsNode, tmp_path_factory: pytest.TempPathFactory) -> Broker:
+    """A node demanding client certificates; the worker logs in with its certificate
+    (EXTERNAL) and reads the URL and the certificates from files mounted read-only."""
+    node = image_tls_node
+    url_file = tmp_path_factory.mktemp("image-tls") / "amqp-url"
+    url_file.write_text(node.url(external=True) + "\n")
+    url_file.chmod(0o644)  # the container's uid 10001 reads it
+    return Broker(
+        node.node.url,
+        {
+            "PROMPT_WORKER_AMQP_URL_FILE": URL_FILE,
+            "PROMPT_WORKER_TLS_CA_FILE": f"{TLS_DIR}/{node.ca.cert.name}",
+            "PROMPT_WORKER_TLS_CERT_FILE": f"{TLS_DIR}/{node.client.cert.name}",
+            "PROMPT_WORKER_TLS_KEY_FILE": f"{TLS_DIR}/{node.client.key.name}",
+        },
         (
-            "--read-only",
-            "--cap-drop",
-            "ALL",
-            "--security-opt",
-            "no-new-privileges",
+            "--volume",
+            f"{node.directory}:{TLS_DIR}:ro",
+            "--volume",
+            f"{url_file}:{URL_FILE}:ro",
         ),
-    ),
-]
+    )
 
 
 @dataclass
@@ -85,6 +134,7 @@ class Served:
     topology: Topology
     http_port: int
     mode: RunMode
+    broker: Broker
 
     def http_get(self, path: str) -> tuple[int, str]:
         url = f"http://127.0.0.1:{self.http_port}{path}"
@@ -107,7 +157,7 @@ class Served:
             time.sleep(0.2)
 
     def client(self) -> PromptClient:
-        return PromptClient(AMQP_URL, request_queue=self.topology.request_queue)
+        return PromptClient(self.broker.test_url, request_queue=self.topology.request_queue)
 
 
 @pytest.fixture(scope="module")
@@ -116,12 +166,13 @@ def image() -> str:
 
 
 @contextlib.contextmanager
-def serve(image: str, mode: RunMode, label: str) -> Iterator[Served]:
-    topology_names = unique_topology(label)
+def serve(image: str, mode: RunMode, broker: Broker, label: str) -> Iterator[Served]:
+    topology_names = unique_topology(label, broker.test_url)
     topo = next(topology_names)
     port = free_port()
     env = {
-        **serve_env(topo, port),
+        **serve_env(topo, port, amqp_url=None),
+        **broker.worker_env,
         "PROMPT_WORKER_OFFLOAD_BYTES": str(OFFLOAD_BYTES),
         **mode.env,
     }
@@ -135,11 +186,12 @@ def serve(image: str, mode: RunMode, label: str) -> Iterator[Served]:
         "--volume",
         f"{CONFORMANCE / 'worker.yaml'}:{CONFIG_IN_IMAGE}:ro",
         *(item for name, value in env.items() for item in ("--env", f"{name}={value}")),
+        *broker.docker_args,
         *mode.docker_args,
     ]
     try:
         with running(image, *args) as container:
-            served = Served(container, topo, port, mode)
+            served = Served(container, topo, port, mode, broker)
             served.wait_ready()
             yield served
     finally:
@@ -148,7 +200,9 @@ def serve(image: str, mode: RunMode, label: str) -> Iterator[Served]:
 
 @pytest.fixture(scope="module", params=RUN_MODES, ids=lambda mode: mode.name)
 def served(image: str, request: pytest.FixtureRequest) -> Iterator[Served]:
-    with serve(image, request.param, "image") as result:
+    mode: RunMode = request.param
+    broker: Broker = request.getfixturevalue(mode.broker)
+    with serve(image, mode, broker, "image") as result:
         yield result
 
 
@@ -170,6 +224,17 @@ async def test_every_conformance_job_is_answered_exactly(served: Served) -> None
         assert reply["status"] == "ok", reply
         assert reply["job_id"] == case["job"]["job_id"]
         assert reply["messages"] == case["expected_messages"], case["job"]["job_id"]
+
+
+def test_over_tls_the_worker_logs_in_with_its_certificate(
+    image: str, image_tls_node: TlsNode, tls_broker: Broker
+) -> None:
+    with serve(image, TLS_MODE, tls_broker, "image-login"):
+        rows = connections(image_tls_node.node)
+    worker_rows = [row for row in rows if "prompt-worker " in row[3]]
+    assert worker_rows, rows
+    for user, ssl, mechanism, _ in worker_rows:
+        assert (user, ssl, mechanism) == (CLIENT_IDENTITY, "true", "EXTERNAL")
 
 
 def test_the_worker_process_runs_as_uid_10001(served: Served) -> None:
@@ -218,7 +283,7 @@ async def test_a_bad_job_is_answered_and_dead_lettered(served: Served) -> None:
     assert reply["status"] == "error"
     assert reply["error"]["code"] == "invalid_json"
 
-    connection = await aio_pika.connect(AMQP_URL)
+    connection = await aio_pika.connect(served.broker.test_url)
     async with connection:
         channel = await connection.channel()
         [dead] = await drain(channel, served.topology.dead_letter_queue, 1)
@@ -229,8 +294,11 @@ async def test_a_bad_job_is_answered_and_dead_lettered(served: Served) -> None:
 
 
 @pytest.mark.parametrize("mode", RUN_MODES, ids=lambda mode: mode.name)
-def test_sigterm_drains_the_jobs_in_flight_and_exits_0(image: str, mode: RunMode) -> None:
-    with serve(image, mode, "image-drain") as served:
+def test_sigterm_drains_the_jobs_in_flight_and_exits_0(
+    image: str, mode: RunMode, request: pytest.FixtureRequest
+) -> None:
+    broker: Broker = request.getfixturevalue(mode.broker)
+    with serve(image, mode, broker, "image-drain") as served:
         answered, left, dead = asyncio.run(publish_then_terminate(served))
         # Every job was either answered or is still queued for the next worker.
         assert answered + left == len(CASES)
@@ -243,7 +311,7 @@ def test_sigterm_drains_the_jobs_in_flight_and_exits_0(image: str, mode: RunMode
 async def publish_then_terminate(served: Served) -> tuple[int, int, int]:
     """Publish every case, SIGTERM once the first reply is out; (answered, queued, dead)."""
     topo = served.topology
-    connection = await aio_pika.connect(AMQP_URL)
+    connection = await aio_pika.connect(served.broker.test_url)
     async with connection:
         channel = await connection.channel()
         for case in CASES:
