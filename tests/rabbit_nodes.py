@@ -39,12 +39,19 @@ class ExtraNode:
     """One RabbitMQ node on 127.0.0.1:`port`, stopped (and its state kept) on exit."""
 
     def __init__(
-        self, name: str, port: int, *, conf: str = "", plugins: Sequence[str] = ()
+        self,
+        name: str,
+        port: int,
+        *,
+        conf: str = "",
+        plugins: Sequence[str] = (),
+        fresh: bool = False,
     ) -> None:
         self.name = name
         self.port = port
         self.conf = conf
         self.plugins = tuple(plugins)
+        self.fresh = fresh
         self.nodename = f"{name}@localhost"
 
     @property
@@ -57,6 +64,8 @@ class ExtraNode:
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         env = dict(os.environ, RABBIT_NODE_PLUGINS=",".join(self.plugins))
+        if self.fresh:
+            env["RABBIT_NODE_FRESH"] = "1"
         result = subprocess.run(
             [str(SCRIPT), *args], env=env, capture_output=True, text=True, check=False
         )

@@ -108,10 +108,10 @@ def provisioned() -> Iterator[tuple[ExtraNode, dict[str, str]]]:
         copy = shared / "users.json"
         shutil.copy(USERS, copy)
         os.chmod(copy, 0o644)
-        with ExtraNode("privnode", NODE_PORT, conf=conf, plugins=["rabbitmq_management"]) as node:
-            # The node keeps its state between runs: start from no worker objects.
-            for name in topology.Topology().queue_names():
-                node.ctl("delete_queue", name, check=False)
+        node = ExtraNode(
+            "privnode", NODE_PORT, conf=conf, plugins=["rabbitmq_management"], fresh=True
+        )
+        with node:
             node.ctl("import_definitions", str(copy))
             passwords = {user: uuid.uuid4().hex for user in (WORKER_USER, DASHBOARDS_USER)}
             for user, password in passwords.items():
