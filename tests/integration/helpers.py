@@ -288,11 +288,19 @@ def unacked_held_by(pid: int) -> int:
     return held
 
 
-def held_while_stopped(pid: int) -> int:
-    """SIGSTOP `pid` and return its unsettled deliveries once the count is steady."""
+def held_while_stopped(pid: int, within: float = 15.0) -> int:
+    """SIGSTOP `pid` and return its unsettled deliveries once the count is steady.
+
+    The broker's channel figures are refreshed by its statistics timer (5 s by
+    default), so a first reading may still show a moment when the process had acked
+    everything: a zero is read again until `within` has passed.
+    """
     os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + within
     previous, held = -1, unacked_held_by(pid)
-    while held != previous:
+    while held != previous or (held == 0 and time.monotonic() < deadline):
+        if held == previous:
+            time.sleep(0.5)
         previous, held = held, unacked_held_by(pid)
     return held
 
