@@ -33,7 +33,7 @@ also those after a backoff, go through it, so no batched ack covers them). aio-p
 message objects and the extra task it runs per delivery cost a large share of a job's
 CPU for nothing the worker uses (docs/PERFORMANCE.md, "The transport's hot path"). The
 consumer, which aio-pika then does not know about, is registered again each time the
-channel reopens, and after a prefetch switch (`worker.transport.budget`).
+channel reopens, and after a prefetch switch (`worker.transport.inflight`).
 """
 
 import asyncio
@@ -64,9 +64,9 @@ from worker.render.replies import RenderOutcome, error_reply, peek_identity
 from worker.transport import faults, tls, topology
 from worker.transport.acks import AcksNotSent, BatchedAcks
 from worker.transport.broker_failures import describe
-from worker.transport.budget import ByteBudget, PrefetchPolicy
 from worker.transport.connection import BrokerConnection
 from worker.transport.deadline import EventLoopSlice, SliceOverrun
+from worker.transport.inflight import ByteBudget, PrefetchPolicy
 from worker.transport.offload import RenderPool, RenderProcessDied, RenderTimedOut
 from worker.transport.reply_limit import BROKER_DEFAULT_MAX_MESSAGE_BYTES, limit_from_refusal
 from worker.transport.retry import backoff
