@@ -68,4 +68,3 @@ def connect_failure(where: str, exc: BaseException) -> str:
     if is_access_refused(exc):
         return f"access refused by the broker at {where}: check the user name and password"
     return f"cannot reach the broker at {where}: {describe(exc)}"
-
