@@ -143,8 +143,7 @@ class BrokerConnection(aio_pika.RobustConnection):
         """One connection attempt failed with `exc`: log it, pick the next pause and
         the next address."""
         tried = self._tried or self._link_url()
-        self._tried = None
-        self._rotate_from(tried)
+        self._rotate_from(tried)  # a no-op when the closed connection already moved on
         self._tried = None
         if is_access_refused(exc):
             self._pause = RECONNECT_BACKOFF_CAP  # while the worker stops
