@@ -26,7 +26,7 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
-from tests.integration.helpers import StartWorker, WorkerProcess, a_job, wait_for
+from tests.integration.helpers import StartWorker, WorkerProcess, a_job, queue_depth, wait_for
 from tests.rabbit_nodes import ExtraCluster
 from worker.transport import topology
 from worker.transport.broker_failures import broker_address
@@ -34,11 +34,12 @@ from worker.transport.topology import Topology
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(900)]
 
-JOBS = 3000
+JOBS = 5000
 # Published before the worker starts: a backlog keeps its prefetch window full.
-BACKLOG = 2000
-# The kill comes once this share of the jobs is answered: mid-run, with jobs in flight.
-KILL_AFTER = JOBS // 4
+BACKLOG = 4000
+# The kill comes once the worker has taken this many jobs, while a backlog remains:
+# mid-run, with jobs in flight.
+KILL_AFTER = 1000
 ALL_ANSWERED_WITHIN = 300.0
 
 
@@ -81,6 +82,7 @@ class Producer:
         self.request_queue = request_queue
         self.node = 0
         self.republished = 0
+        self.confirmed = 0
         self._connection: aio_pika.abc.AbstractConnection | None = None
         self._channel: AbstractChannel | None = None
         # Publishes run side by side: one of them (re)connects, the others wait for it.
@@ -111,6 +113,7 @@ class Producer:
                     routing_key=self.request_queue,
                     timeout=30,
                 )
+                self.confirmed += 1
                 return
             except Exception:
                 # Not confirmed: it may or may not be queued. Publishing again can only
@@ -174,12 +177,20 @@ async def test_the_worker_fails_over_to_another_node_and_no_job_is_lost(
         assert worker_ports(cluster, worker, ask=cluster.nodes[1].port) == {victim_port}
         publishing = asyncio.create_task(publish_range(BACKLOG, JOBS))
 
-        async def enough() -> bool:
-            return len(replies) >= KILL_AFTER
+        # Taken by the worker: confirmed into the request queue and no longer in it.
+        # (Counting replies instead would lag behind: the worker can drain the backlog
+        # before the collector has read a quarter of its replies.)
+        probe = await collector.channel()
 
-        await wait_for(enough, 180, f"{KILL_AFTER} replies before the kill")
-        answered_before_kill = len(replies)
+        async def taken() -> int:
+            return producer.confirmed - await queue_depth(probe, topo.request_queue)
+
+        async def enough() -> bool:
+            return await taken() >= KILL_AFTER
+
+        await wait_for(enough, 180, f"the worker to take {KILL_AFTER} jobs")
         cluster.node_on(victim_port).kill()
+        left_at_kill = await queue_depth(probe, topo.request_queue)
 
         await asyncio.wait_for(everything.wait(), ALL_ANSWERED_WITHIN)
         await publishing
@@ -187,11 +198,12 @@ async def test_the_worker_fails_over_to_another_node_and_no_job_is_lost(
         await producer.close()
         await collector.close()
 
-    assert answered_before_kill < JOBS, "every job was answered before the kill: nothing tested"
+    assert left_at_kill > 0, "the backlog was gone at the kill: nothing tested"
     assert set(replies) == set(ids), "a job was lost"
     assert statuses["error"] == 0
     duplicates = sum(replies.values()) - JOBS
-    # The jobs the worker held at the kill came back to it on the new node.
+    # The jobs the worker held at the kill came back to it on the new node. (Its
+    # prefetch window was full: a backlog remained.)
     events = worker.log_events()
     redelivered = [e for e in events if e.get("event") == "job" and e["attempt"] >= 1]
     assert redelivered, "no job was in flight at the kill: nothing tested"
