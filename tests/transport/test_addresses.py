@@ -7,11 +7,13 @@ import socket
 from typing import Any
 
 import pytest
+from aio_pika import RobustConnection
 from yarl import URL
 
 from tests.unavailable import AMQP_URL
 from worker.transport.addresses import connect_first, first_address, split_addresses
 from worker.transport.broker_failures import ConnectFailed, broker_address, connect_failure
+from worker.transport.client import PromptBrokerUnreachable, PromptClient
 from worker.transport.connection import BrokerConnection
 from worker.transport.consumer import connection_urls, redacted_url
 from worker.transport.settings import SettingsError, from_env, parse_amqp_url
@@ -203,3 +205,27 @@ async def test_a_lost_link_moves_to_the_next_node_and_comes_round_again() -> Non
     assert first["broker"] == f"127.0.0.1:{dead}"
     assert first["next_broker"] == broker_address(live)
     assert connection.broker == broker_address(live)
+
+
+@pytest.mark.broker
+async def test_the_client_opens_on_the_first_node_that_answers() -> None:
+    dead = f"amqp://guest:guest@127.0.0.1:{closed_port()}/"
+    client = PromptClient(f"{dead},{AMQP_URL}", request_queue="unused")
+    await client.open()
+    try:
+        assert client._link is not None
+        connection = client._link.connection
+        assert isinstance(connection, RobustConnection)
+        assert broker_address(str(connection.url)) == broker_address(AMQP_URL)
+    finally:
+        await client.close()
+
+
+async def test_the_client_names_every_node_it_could_not_reach() -> None:
+    ports = [closed_port(), closed_port()]
+    client = PromptClient(",".join(f"amqp://guest:s3cret@127.0.0.1:{port}/" for port in ports))
+    with pytest.raises(PromptBrokerUnreachable) as raised:
+        await client.open()
+    assert str(raised.value) == (
+        f"cannot reach the broker at 127.0.0.1:{ports[0]}, 127.0.0.1:{ports[1]}: connection refused"
+    )
