@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
 
     from worker.ops.logs import silence_broker_libraries
     from worker.transport import settings
-    from worker.transport.broker_failures import broker_address, connect_failure
+    from worker.transport.addresses import first_address
+    from worker.transport.broker_failures import ConnectFailed, broker_address, connect_failure
     from worker.transport.replay import Action, DeadLetter, ReplayError, replay_dead
 
     try:
@@ -120,8 +121,9 @@ def run(args: argparse.Namespace) -> int:
     except ReplayError as exc:
         print(f"prompt-worker replay-dead: {exc}", file=sys.stderr)
         return 2
-    except (OSError, AMQPError, TimeoutError) as exc:
-        where = broker_address(config.amqp_url)
+    except (OSError, AMQPError, TimeoutError, ConnectFailed) as exc:
+        # After several addresses the message names them all (ConnectFailed).
+        where = broker_address(first_address(config.amqp_url))
         print(f"prompt-worker replay-dead: {connect_failure(where, exc)}", file=sys.stderr)
         return 2
 

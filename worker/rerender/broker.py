@@ -37,6 +37,7 @@ from worker.ops.logs import silence_broker_libraries
 from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.sink import EngineError, Input, Sink
+from worker.transport.addresses import SEPARATOR, first_address
 from worker.transport.broker_failures import connect_failure
 from worker.transport.rpc import RpcLink
 from worker.transport.tls import TlsFiles, connect_kwargs
@@ -54,7 +55,12 @@ _EMIT_RECORDS = 512
 
 
 def redact_url(url: str) -> str:
-    """The URL without its password, for messages and the report."""
+    """The URL (or each of a cluster's URLs) without its password, for messages and the
+    report."""
+    return SEPARATOR.join(_redact_one(item) for item in url.split(SEPARATOR))
+
+
+def _redact_one(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
         return url
@@ -119,7 +125,7 @@ class BrokerEngine:
             f"prompt-worker.rerender.{self._token}",
             self._on_reply,
             robust=False,
-            connect_kwargs=connect_kwargs(url, tls),
+            connect_kwargs=connect_kwargs(first_address(url), tls),
         )
 
     def describe(self) -> dict[str, Any]:

@@ -32,14 +32,28 @@ def broker_address(amqp_url: str | URL) -> str:
     return f"{host}:{port}"
 
 
+class ConnectFailed(Exception):
+    """None of a list of broker addresses could be connected to (`connect_first`):
+    `tried` are their `host:port`, in order, `last` the last attempt's error."""
+
+    def __init__(self, tried: list[str], last: BaseException) -> None:
+        super().__init__(f"no broker address could be connected to ({', '.join(tried)})")
+        self.tried = tried
+        self.last = last
+
+
 def is_access_refused(exc: BaseException) -> bool:
     """Wrong user name or password (or an auth mechanism the broker lacks): retrying
     the same credentials can only fail again, so nobody should wait for it."""
+    if isinstance(exc, ConnectFailed):
+        exc = exc.last
     return isinstance(exc, ProbableAuthenticationError | AuthenticationError)
 
 
 def describe(exc: BaseException) -> str:
     """One short line saying why the connection failed."""
+    if isinstance(exc, ConnectFailed):
+        exc = exc.last
     if is_access_refused(exc):
         return ACCESS_REFUSED
     tls_refused = refusal(exc)
@@ -64,7 +78,12 @@ def describe(exc: BaseException) -> str:
 
 
 def connect_failure(where: str, exc: BaseException) -> str:
-    """The one-line message of a command that could not connect to the broker `where`."""
+    """The one-line message of a command that could not connect to the broker `where`.
+
+    After several addresses (`ConnectFailed`), `where` is all of them, in the order tried.
+    """
+    if isinstance(exc, ConnectFailed):
+        where, exc = ", ".join(exc.tried), exc.last
     if is_access_refused(exc):
         return f"access refused by the broker at {where}: check the user name and password"
     return f"cannot reach the broker at {where}: {describe(exc)}"

@@ -11,7 +11,8 @@ path and for comparisons in tests; pass one to `schemas.reply.parse_reply` for t
 models. The worker delivers at least once, so a reply can arrive twice; the second copy
 finds no waiting call and is dropped.
 
-For `amqps://` URLs, `tls` names the CA file the broker's certificate must chain to and
+`url` may list a cluster's nodes, comma-separated: the client connects to the first
+that answers (and reconnects to that node after a drop). For `amqps://` URLs, `tls` names the CA file the broker's certificate must chain to and
 the client certificate and key for mutual TLS (`transport/tls.py`, shared with the
 worker); a broker certificate that fails verification raises `PromptClientError` saying
 so.
@@ -40,7 +41,13 @@ from aiormq.exceptions import AMQPError, DeliveryError, PublishError
 from yarl import URL
 
 from worker.transport import tls as broker_tls
-from worker.transport.broker_failures import broker_address, connect_failure, is_access_refused
+from worker.transport.addresses import SEPARATOR
+from worker.transport.broker_failures import (
+    ConnectFailed,
+    broker_address,
+    connect_failure,
+    is_access_refused,
+)
 from worker.transport.rpc import RpcLink
 from worker.transport.topology import DEFAULT_REQUEST_QUEUE
 
@@ -108,28 +115,33 @@ class PromptClient:
         await self.close()
 
     async def open(self) -> None:
-        url = URL(self.url)
-        if "reconnect_interval" not in url.query:
-            url = url.update_query(reconnect_interval=DEFAULT_RECONNECT_INTERVAL)
+        urls = [URL(address) for address in self.url.split(SEPARATOR)]
+        urls = [
+            url
+            if "reconnect_interval" in url.query
+            else url.update_query(reconnect_interval=DEFAULT_RECONNECT_INTERVAL)
+            for url in urls
+        ]
+        target = SEPARATOR.join(str(url) for url in urls)
         # Named by the client, not by the broker, so the robust connection re-declares
         # the same queue after a reconnect and requests already out keep their reply_to.
         name = f"prompt-client.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
         link = RpcLink(
-            url,
+            target,
             self.request_queue,
             name,
             self._on_reply,
             robust=True,
-            connect_kwargs=broker_tls.connect_kwargs(url, self.tls),
+            connect_kwargs=broker_tls.connect_kwargs(urls[0], self.tls),
         )
         # fail_fast (aio-pika's default): opening fails at once when the broker is down.
         try:
             await link.open()
-        except (OSError, AMQPError, TimeoutError) as exc:
+        except (OSError, AMQPError, TimeoutError, ConnectFailed) as exc:
             with contextlib.suppress(Exception):
                 await link.close()
             error = PromptAccessRefused if is_access_refused(exc) else PromptBrokerUnreachable
-            raise error(connect_failure(broker_address(url), exc)) from exc
+            raise error(connect_failure(broker_address(urls[0]), exc)) from exc
         connection = link.connection
         assert isinstance(connection, AbstractRobustConnection)
         connection.reconnect_callbacks.add(self._on_reconnected)

@@ -6,7 +6,11 @@ ever, and logs each attempt as two or three lines of its own (the URL with its q
 an errno tuple, at debug a traceback). For an operator this class makes that:
 
 * one worker line per failed attempt: `broker_unreachable` with `broker` (host:port,
-  never a credential), `error` (why, in words) and `retry_in_s`;
+  never a credential), `next_broker` (where the next attempt goes), `error` (why, in
+  words) and `retry_in_s`;
+* several addresses (a cluster's nodes): after a lost link or a failed attempt the
+  next one is used, round the list; one backoff spans them all, so a cluster down as
+  a whole is not hammered node by node;
 * exponential backoff from `reconnect_interval` up to `RECONNECT_BACKOFF_CAP`, with
   jitter so that a fleet does not reconnect in lockstep after a broker restart, reset
   once connected;
@@ -68,7 +72,7 @@ class BrokerConnection(aio_pika.RobustConnection):
 
     def __init__(
         self,
-        url: URL,
+        urls: list[URL],
         *,
         on_refused: Callable[[str], None],
         log: FilteringBoundLogger,
@@ -76,12 +80,46 @@ class BrokerConnection(aio_pika.RobustConnection):
     ) -> None:
         self._backoff = Backoff(1.0)
         self._pause = 0.0
-        super().__init__(url, **kw)
-        self.broker = broker_address(url)
+        # The nodes to try, in order; aio-pika connects to `self.url` on every attempt
+        # (it reads the attribute anew each time), so rotating means replacing it.
+        self._urls = list(urls)
+        self._current = 0
+        # The address the latest attempt or link was on, recorded before rotating:
+        # aio-pika runs `_on_connection_close` before it logs the failed attempt.
+        self._tried: URL | None = None
+        # The options (`reconnect_interval`, `fail_fast`, ...) are parsed once, from
+        # the first address.
+        super().__init__(self._urls[0], **kw)
         self.refused = False
         self._on_refused = on_refused
         self._log = log
         _AttemptLines.install()
+
+    @property
+    def broker(self) -> str:
+        """`host:port` of the node in use (or tried next), never a credential."""
+        return broker_address(self.url)
+
+    def _rotate_from(self, tried: URL) -> None:
+        """Move on to the next address, unless another event already moved past `tried`
+        (a failed attempt is seen twice: as a closed connection, then as a log record)."""
+        self._tried = tried
+        # Compared as host:port: aiormq adds the default port to the URL it keeps.
+        if broker_address(self.url) == broker_address(tried):
+            self._current = (self._current + 1) % len(self._urls)
+            self.url = self._urls[self._current]
+
+    def _link_url(self) -> URL:
+        """The address of the link just lost or the attempt just failed."""
+        transport = self.transport
+        if transport is not None:
+            return URL(str(transport.connection.url))
+        return self.url
+
+    async def _on_connection_close(self, closing: Any) -> None:
+        if not (self._close_called or self.is_closed):
+            self._rotate_from(self._link_url())
+        await super()._on_connection_close(closing)
 
     # aio-pika sleeps `reconnect_interval` after each failed attempt, reading it anew
     # every time: the property hands it the current pause of the backoff.
@@ -99,25 +137,33 @@ class BrokerConnection(aio_pika.RobustConnection):
         await super()._on_connected()
         self._backoff.reset()
         self._pause = self._backoff.first
+        self._tried = None
 
     def attempt_failed(self, exc: BaseException) -> None:
-        """One connection attempt failed with `exc`: log it, pick the next pause."""
+        """One connection attempt failed with `exc`: log it, pick the next pause and
+        the next address."""
+        tried = self._tried or self._link_url()
+        self._rotate_from(tried)  # a no-op when the closed connection already moved on
+        self._tried = None
         if is_access_refused(exc):
             self._pause = RECONNECT_BACKOFF_CAP  # while the worker stops
             if not self.refused:
                 self.refused = True
                 self._log.error(
                     "broker_access_refused",
-                    broker=self.broker,
+                    broker=broker_address(tried),
                     error=describe(exc),
                     detail="not retried: fix the credentials in PROMPT_WORKER_AMQP_URL",
                 )
                 self._on_refused(describe(exc))
             return
+        # One backoff for the whole connection, whichever node: a cluster that is down
+        # as a whole is not hammered node by node.
         self._pause = self._backoff.next()
         self._log.warning(
             "broker_unreachable",
-            broker=self.broker,
+            broker=broker_address(tried),
+            next_broker=self.broker,
             error=describe(exc),
             attempt=self._backoff.failures,
             retry_in_s=self._pause,

@@ -63,6 +63,7 @@ from worker.render.renderer import Renderer
 from worker.render.replies import RenderOutcome, error_reply, peek_identity
 from worker.transport import faults, tls, topology
 from worker.transport.acks import AcksNotSent, BatchedAcks
+from worker.transport.addresses import split_addresses
 from worker.transport.broker_failures import describe
 from worker.transport.connection import BrokerConnection
 from worker.transport.deadline import EventLoopSlice, SliceOverrun
@@ -111,9 +112,18 @@ def connection_url(amqp_url: str) -> URL:
     return url.update_query(missing) if missing else url
 
 
+def connection_urls(amqp_url: str) -> list[URL]:
+    """`connection_url` of each address of the setting (one, or a cluster's nodes)."""
+    return [connection_url(address) for address in split_addresses(amqp_url)]
+
+
 def redacted_url(amqp_url: str) -> str:
-    url = URL(amqp_url)
-    return str(url.with_password("***")) if url.password else amqp_url
+    """The setting with every password replaced by `***`."""
+    parts = []
+    for address in split_addresses(amqp_url):
+        url = URL(address)
+        parts.append(str(url.with_password("***")) if url.password else address)
+    return ",".join(parts)
 
 
 def delivery_count(message: DeliveredMessage) -> int:
@@ -195,7 +205,7 @@ class Worker:
         self._redeclare_after = 0.0  # time.monotonic() before which not to try again
         self.log = get_logger(component="worker", queue=settings.request_queue, pid=os.getpid())
         self.connection_name = f"prompt-worker {socket.gethostname()} pid {os.getpid()}"
-        self._connection: aio_pika.RobustConnection | None = None
+        self._connection: BrokerConnection | None = None
         self._channel: AbstractRobustChannel | None = None
         self._queue: AbstractQueue | None = None
         self._consumer_tag: str | None = None
@@ -257,7 +267,9 @@ class Worker:
 
     def _on_reconnected(self, *_: Any) -> None:
         self.metrics.reconnects.inc()
-        self.log.info("broker_reconnected")
+        # The node now in use: after a failover, another one than before.
+        broker = self._connection.broker if self._connection is not None else None
+        self.log.info("broker_reconnected", broker=broker)
         self._on_link_up()
 
     def _on_access_refused(self, _reason: str) -> None:
@@ -312,9 +324,11 @@ class Worker:
         return self._exit_code
 
     async def _start(self, warming: "asyncio.Task[bool]") -> None:
-        broker_tls = tls.connect_kwargs(self.settings.amqp_url, self.settings.tls)
+        addresses = split_addresses(self.settings.amqp_url)
+        # One scheme for all addresses (the settings check it), so one TLS setting.
+        broker_tls = tls.connect_kwargs(addresses[0], self.settings.tls)
         connection = BrokerConnection(
-            connection_url(self.settings.amqp_url),
+            connection_urls(self.settings.amqp_url),
             on_refused=self._on_access_refused,
             log=self.log,
             client_properties={"connection_name": self.connection_name},
@@ -324,7 +338,8 @@ class Worker:
         connection.close_callbacks.add(self._on_link_down)
         connection.reconnect_callbacks.add(self._on_reconnected)
         self.log.info("connecting", url=redacted_url(self.settings.amqp_url))
-        await tls.check_server(self.settings.amqp_url, broker_tls)
+        for address in addresses:
+            await tls.check_server(address, broker_tls)
         await connection.connect()
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         assert isinstance(channel, aio_pika.RobustChannel)

@@ -19,10 +19,11 @@ from typing import Any, Literal
 
 import aio_pika
 import orjson
-from aio_pika.abc import AbstractIncomingMessage
+from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 from aiormq.exceptions import ChannelNotFoundEntity, DeliveryError, PublishError
 
 from schemas.job import KIND_ALIASES
+from worker.transport.addresses import SEPARATOR, connect_first, first_address
 from worker.transport.tls import TlsFiles, connect_kwargs
 
 # Headers RabbitMQ writes when it dead-letters a message. They describe the past death;
@@ -167,7 +168,14 @@ async def replay_dead(
     result = ReplayResult()
     wanted = canonical_kind(kind)
     budget = math.inf if limit is None else limit
-    connection = await aio_pika.connect(amqp_url, **connect_kwargs(amqp_url, tls))
+    kwargs = connect_kwargs(first_address(amqp_url), tls)
+
+    async def attempt(url: str) -> AbstractConnection:
+        connection: AbstractConnection = await aio_pika.connect(url, **kwargs)
+        return connection
+
+    # A cluster's nodes, comma-separated: the first that answers.
+    connection = await connect_first(amqp_url.split(SEPARATOR), attempt)
     async with connection:
         # Passive declarations: replay never creates or re-declares a queue, so it
         # cannot clash with the arguments the worker declared them with.

@@ -11,7 +11,8 @@ call for the client, a sequence number per input line for rerender).
 
 Publishing and consuming go straight to aiormq's channel under aio-pika's: aio-pika's
 message objects cost a producer CPU per job for nothing it uses (docs/PERFORMANCE.md,
-"Batch re-rendering"). On a robust connection aio-pika restores
+"Batch re-rendering"). With several addresses (a cluster's nodes, comma-separated) the
+link connects to the first that answers. On a robust connection aio-pika restores
 the channel and re-declares the reply queue after a reconnect; the consumer, which it
 does not know about, is registered again each time the channel reopens.
 """
@@ -24,6 +25,8 @@ import aiormq
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractQueue
 from aiormq.abc import DeliveredMessage
 from yarl import URL
+
+from worker.transport.addresses import SEPARATOR, connect_first
 
 # A reply's correlation id (None when the worker sent none) and its body.
 OnReply = Callable[[str | None, bytes], None]
@@ -65,8 +68,19 @@ class RpcLink:
 
     async def open(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Connect, open the channel, declare the reply queue and consume it."""
-        connect = aio_pika.connect_robust if self.robust else aio_pika.connect
-        self._connection = await connect(self.url, timeout=timeout, **self.connect_kwargs)
+
+        async def attempt(url: str) -> AbstractConnection:
+            connection: AbstractConnection
+            if self.robust:
+                connection = await aio_pika.connect_robust(
+                    url, timeout=timeout, **self.connect_kwargs
+                )
+            else:
+                connection = await aio_pika.connect(url, timeout=timeout, **self.connect_kwargs)
+            return connection
+
+        # Several addresses (a cluster's nodes): the first that answers.
+        self._connection = await connect_first(str(self.url).split(SEPARATOR), attempt)
         # on_return_raises: a job published to a queue that does not exist is an
         # error, not a silent drop.
         channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)

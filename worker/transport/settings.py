@@ -16,10 +16,10 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from worker.render.renderer import DEFAULT_MAX_MESSAGE_BYTES
 from worker.transport import topology
+from worker.transport.addresses import first_address, parse_addresses
 from worker.transport.tls import TlsFiles, TlsFilesError, connect_kwargs
 
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
@@ -138,22 +138,8 @@ def _positive_float(text: str) -> float:
 
 
 def parse_amqp_url(text: str) -> str:
-    # The URL holds the password: the message describes the value, never quotes it.
-    expected = "expected amqp://user:password@host:port/vhost or amqps://..."
-    if any(char.isspace() or not char.isprintable() for char in text):
-        # urlsplit drops newlines silently; a second line in a secret file is a mistake.
-        raise ValueError(f"{expected}, got whitespace or control characters in it")
-    try:
-        parts = urlsplit(text)
-        hostname = parts.hostname
-    except ValueError:
-        raise ValueError(f"{expected}, got something that is not a URL") from None
-    if parts.scheme not in ("amqp", "amqps"):
-        scheme = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
-        raise ValueError(f"{expected}, got {scheme}")
-    if not hostname:
-        raise ValueError(f"{expected}, got no host")
-    return text
+    """A broker URL, or several comma-separated (a cluster's nodes): transport/addresses.py."""
+    return parse_addresses(text)
 
 
 def _name(text: str) -> str:
@@ -212,7 +198,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "--amqp-url",
         "PROMPT_WORKER_AMQP_URL",
         parse_amqp_url,
-        "broker URL, amqp:// or amqps://",
+        "broker URL, amqp:// or amqps://; a cluster's nodes as several URLs, comma-separated",
         "URL",
         secret=True,
     ),
@@ -475,7 +461,7 @@ def resolve(flags: Mapping[str, str | None], environ: Mapping[str, str]) -> Sett
     settings = Settings(**values, secret_files=tuple(secret_files))
     try:
         # Loads the CA, certificate and key once, so a bad file is a start-up error.
-        connect_kwargs(settings.amqp_url, settings.tls)
+        connect_kwargs(first_address(settings.amqp_url), settings.tls)
     except TlsFilesError as exc:
         raise SettingsError(str(exc)) from None
     names = {settings.request_queue, settings.reply_queue, settings.dead_letter_queue}
