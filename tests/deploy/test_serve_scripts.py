@@ -56,6 +56,26 @@ def test_urls_naming_other_machines_are_not(url: str) -> None:
 
 def test_not_an_amqp_url_is_a_usage_error() -> None:
     assert is_local("http://127.0.0.1/") == 2
+    assert is_local("amqp://127.0.0.1/,http://127.0.0.1/") == 2
+
+
+def test_the_usage_error_never_shows_the_url() -> None:
+    result = subprocess.run(
+        [str(SCRIPTS / "is-local-broker"), "amqp://127.0.0.1/,http://u:s3cret@h/"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "address 2" in result.stderr
+    assert "s3cret" not in result.stderr
+
+
+def test_a_cluster_is_local_only_when_every_node_is() -> None:
+    assert is_local("amqp://127.0.0.1:5681/,amqp://localhost:5682/") == 0
+    assert is_local("amqp://127.0.0.1:5681/,amqp://192.0.2.10:5672/") == 1
+    assert is_local("amqp://192.0.2.10:5672/,amqp://127.0.0.1:5681/") == 1
 
 
 def test_url_from_the_environment_else_the_default() -> None:
