@@ -167,6 +167,7 @@ class CountingTokenizer:
     def __init__(self, inner: tokenizers.Tokenizer) -> None:
         self.inner = inner
         self.name = inner.name
+        self.line_seams = inner.line_seams
         self.chars = 0
 
     def count(self, text: str) -> int:
