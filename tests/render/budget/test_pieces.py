@@ -116,6 +116,27 @@ def test_a_prompt_counted_from_pieces_is_its_exact_count(
     assert counter.prompt(messages) == expected
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    parts=st.lists(texts, min_size=1, max_size=5),
+    framing=st.lists(tricky_text, min_size=6, max_size=6),
+    first=st.booleans(),
+)
+def test_parts_joined_count_as_their_join_and_their_bodies_hold_apart(
+    parts: list[str], framing: list[str], first: bool
+) -> None:
+    # An exchange: counted joined (its question and answers as one piece), shown apart.
+    counter = PieceCounter(CL100K)
+    if first:
+        counter.count(parts[0])
+    assert counter.count_joined(parts) == exact("".join(parts))
+    assert counter.count_joined(parts) == exact("".join(parts))
+    apart = framing[0] + "".join(p + f for p, f in zip(parts, framing[1:], strict=False))
+    messages = [{"role": "user", "content": apart}]
+    assert counter.prompt(messages, [parts]) == exact(apart)
+    assert [counter.count(p) for p in parts] == [exact(p) for p in parts]
+
+
 # -- budgeted replies ----------------------------------------------------------------
 
 

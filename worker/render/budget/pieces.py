@@ -41,12 +41,12 @@ MIN_BODY = 64
 SEAM_TRIES = 32
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Body:
     start: int  # the body is text[start:end]
     end: int
     tokens: int  # the body's count
-    total: int  # the whole text's count
+    total: int | None  # the whole text's count, when counted on its own
 
 
 def line_seam_at(text: str, index: int) -> bool:
@@ -95,6 +95,9 @@ class PieceCounter:
         """The exact count of `text`, tokenized on the first call only."""
         body = self._bodies.get(text)
         if body is not None:
+            if body.total is None:
+                head, tail = self.tokenizer.count_many([text[: body.start], text[body.end :]])
+                body.total = head + body.tokens + tail
             return body.total
         total = self._totals.get(text)
         if total is not None:
@@ -106,6 +109,42 @@ class PieceCounter:
         head, tokens, tail = self.tokenizer.count_many([text[:start], text[start:end], text[end:]])
         self._bodies[text] = _Body(start, end, tokens, head + tokens + tail)
         return head + tokens + tail
+
+    def count_joined(self, parts: Sequence[str]) -> int:
+        """The exact count of `parts` joined, each part's body kept for `prompt`: the
+        seams around a body lie inside its part, so they are line seams of the join."""
+        if len(parts) == 1:
+            return self.count(parts[0])
+        if not self.composes:
+            return self.tokenizer.count("".join(parts))
+        loose: list[str] = []
+        bodies: list[tuple[str, int, int]] = []
+        pending: list[str] = []
+        for part in parts:
+            known = self._bodies.get(part)
+            if known is not None:
+                start, end = known.start, known.end
+            else:
+                start, end = body_span(part) if len(part) >= MIN_BODY else (0, 0)
+            if end - start < MIN_BODY:
+                pending.append(part)
+                continue
+            pending.append(part[:start])
+            loose.append("".join(pending))
+            pending = [part[end:]]
+            bodies.append((part, start, end))
+        loose.append("".join(pending))
+        counts = self.tokenizer.count_many(
+            loose + [part[start:end] for part, start, end in bodies if part not in self._bodies]
+        )
+        total = sum(counts[: len(loose)])
+        fresh = iter(counts[len(loose) :])
+        for part, start, end in bodies:
+            known = self._bodies.get(part)
+            if known is None:
+                known = self._bodies[part] = _Body(start, end, next(fresh), None)
+            total += known.tokens
+        return total
 
     def prompt(self, messages: Messages, groups: Sequence[Sequence[str]] = ()) -> int:
         """The exact size of `messages` (CONTRACT.md §11: the sum of the contents' counts).

@@ -142,7 +142,7 @@ class Trimmer:
         tokens = self.item_tokens.get(key)
         if tokens is None:
             item = self.lists[tier.section.name][tier.indexes[position]]
-            counted = self.counter.count(tier.section.piece(item))
+            counted = self._count_item(tier.section, item)
             tokens = self.item_tokens[key] = counted + ITEM_FRAMING
             self._counted_chars += tier.chars[position]
             self._counted_tokens += counted
@@ -153,6 +153,13 @@ class Trimmer:
         if self._counted_chars == 0:
             return 1 / CHARS_PER_TOKEN
         return self._counted_tokens / self._counted_chars
+
+    def _count_item(self, section: ListSection, item: Any) -> int:
+        """The exact count of the item's piece, its texts' bodies kept for `_size`."""
+        parts = section.parts(item)
+        if parts is None:
+            return self.counter.count(section.piece(item))
+        return self.counter.count_joined(parts)
 
     def _size(self, messages: Messages, job: Job) -> int:
         """The exact size of `messages`, built from `job`, reusing the counts of the
@@ -165,7 +172,11 @@ class Trimmer:
         for section in self.plan.lists:
             items = get_at(job, section.path)
             if items:
-                groups.append([section.piece(item) for item in items])
+                group: list[str] = []
+                for item in items:
+                    parts = section.parts(item)
+                    group.extend([section.piece(item)] if parts is None else parts)
+                groups.append(group)
         return self.counter.prompt(messages, groups)
 
     def _cut_job(self, cuts: list[int], placeholder: bool = False) -> tuple[Job, list[Elision]]:
@@ -219,7 +230,7 @@ class Trimmer:
         for section in self.plan.lists:
             items = self.lists.get(section.name)
             if items:
-                self.counter.count(section.piece(items[-1]))
+                self._count_item(section, items[-1])
         for _, path in self.plan.texts:
             text = get_at(self.job, path)
             if isinstance(text, str):
