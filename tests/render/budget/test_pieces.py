@@ -137,6 +137,18 @@ def test_parts_joined_count_as_their_join_and_their_bodies_hold_apart(
     assert [counter.count(p) for p in parts] == [exact(p) for p in parts]
 
 
+def test_a_part_that_recurs_in_a_join_keeps_each_body_its_own_count() -> None:
+    # An exchange whose two answers are the same text, then a shorter one.
+    same = "first line\n" + "kubectl get pods -n prod\n" * 20 + "last line"
+    other = "head\n" + "OOMKilled 512Mi\n" * 8 + "tail"
+    parts = ["why?", same, same, other]
+    counter = PieceCounter(CL100K)
+    assert counter.count_joined(parts) == exact("".join(parts))
+    assert [counter.count(p) for p in parts] == [exact(p) for p in parts]
+    apart = "**USER:**\n" + "\n\n**ASSISTANT:**\n".join(parts)
+    assert counter.prompt([{"role": "user", "content": apart}], [parts]) == exact(apart)
+
+
 # -- budgeted replies ----------------------------------------------------------------
 
 

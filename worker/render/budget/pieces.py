@@ -47,6 +47,8 @@ class _Body:
     end: int
     tokens: int  # the body's count
     total: int | None  # the whole text's count, when counted on its own
+    head: int | None = None  # text[:start]'s count, when counted on its own
+    tail: int | None = None  # text[end:]'s count, when counted on its own
 
 
 def line_seam_at(text: str, index: int) -> bool:
@@ -96,8 +98,10 @@ class PieceCounter:
         body = self._bodies.get(text)
         if body is not None:
             if body.total is None:
-                head, tail = self.tokenizer.count_many([text[: body.start], text[body.end :]])
-                body.total = head + body.tokens + tail
+                body.head, body.tail = self.tokenizer.count_many(
+                    [text[: body.start], text[body.end :]]
+                )
+                body.total = body.head + body.tokens + body.tail
             return body.total
         total = self._totals.get(text)
         if total is not None:
@@ -107,7 +111,7 @@ class PieceCounter:
             total = self._totals[text] = self.tokenizer.count(text)
             return total
         head, tokens, tail = self.tokenizer.count_many([text[:start], text[start:end], text[end:]])
-        self._bodies[text] = _Body(start, end, tokens, head + tokens + tail)
+        self._bodies[text] = _Body(start, end, tokens, head + tokens + tail, head, tail)
         return head + tokens + tail
 
     def count_joined(self, parts: Sequence[str]) -> int:
@@ -134,17 +138,14 @@ class PieceCounter:
             pending = [part[end:]]
             bodies.append((part, start, end))
         loose.append("".join(pending))
+        # Each new body once, however often its part recurs in the join.
+        new = {part: (start, end) for part, start, end in bodies if part not in self._bodies}
         counts = self.tokenizer.count_many(
-            loose + [part[start:end] for part, start, end in bodies if part not in self._bodies]
+            loose + [part[start:end] for part, (start, end) in new.items()]
         )
-        total = sum(counts[: len(loose)])
-        fresh = iter(counts[len(loose) :])
-        for part, start, end in bodies:
-            known = self._bodies.get(part)
-            if known is None:
-                known = self._bodies[part] = _Body(start, end, next(fresh), None)
-            total += known.tokens
-        return total
+        for (part, (start, end)), tokens in zip(new.items(), counts[len(loose) :], strict=True):
+            self._bodies[part] = _Body(start, end, tokens, None)
+        return sum(counts[: len(loose)]) + sum(self._bodies[part].tokens for part, _, _ in bodies)
 
     def prompt(self, messages: Messages, groups: Sequence[Sequence[str]] = ()) -> int:
         """The exact size of `messages` (CONTRACT.md §11: the sum of the contents' counts).
@@ -167,8 +168,18 @@ class PieceCounter:
                     at = content.find(text, position)
                     if at < 0:
                         continue
-                    found.append((at + body.start, at + body.end, body.tokens))
                     position = at + len(text)
+                    start, end, tokens = at + body.start, at + body.end, body.tokens
+                    # Where the prompt puts the text itself at a line seam (after a
+                    # newline, or before a visible character), its head or tail counts
+                    # there as counted alone: one line less to tokenize again.
+                    if body.head is not None and (at == 0 or line_seam_at(content, at)):
+                        start, tokens = at, tokens + body.head
+                    if body.tail is not None and (
+                        position == len(content) or line_seam_at(content, position)
+                    ):
+                        end, tokens = position, tokens + body.tail
+                    found.append((start, end, tokens))
             found.sort()
             cursor = 0
             for start, end, tokens in found:
