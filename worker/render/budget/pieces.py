@@ -21,8 +21,10 @@ So each text is split at its first and last line seam into head, body and tail; 
 three are counted (their sum is the text's exact count) and the body's count is kept.
 The seams around a body lie inside its own text, so wherever the text appears verbatim
 in a prompt, its body's count adds up exactly: the prompt is counted as the bodies'
-counts plus the tokenized rest (framing, heads, tails, markers, whatever is not found).
-A tokenizer whose expression is not known to be additive at line seams (`line_seams`
+counts plus the tokenized rest (framing, tails, markers, whatever is not found; heads
+too, unless the prompt starts the text on a line of its own). Several texts shown
+apart but counted as one piece (an exchange) are counted joined, with each text's body
+kept the same way (`count_joined`). A tokenizer whose expression is not known to be additive at line seams (`line_seams`
 false: the estimate, whose ceil() is not, or another tiktoken encoding) counts whole.
 """
 
