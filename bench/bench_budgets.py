@@ -13,8 +13,11 @@ Four measurements, each in one sitting so that ratios compare like with like:
    cl100k_base: the render time next to the same job without a budget, and how many
    characters were tokenized (none: its size proves the fit).
 4. **A 1 MB investigation to 100k tokens** with cl100k_base: the render time, how many
-   characters were tokenized against the job's size, and the time to tokenize the
-   whole prompt once (what a count-everything trimmer would pay at the least).
+   characters were tokenized against the job's size, the time to tokenize the job's
+   events once (what a count-everything trimmer would pay at the least) and the time to
+   tokenize the reply's prompt once (what any exact count of it costs at the least),
+   and the render counting each candidate prompt whole (as before pieces.py), the
+   cases in turn; wall and CPU (process) time, the latter less moved by other load.
 
     .venv/bin/python bench/bench_budgets.py
     .venv/bin/python bench/bench_budgets.py --json
@@ -162,11 +165,14 @@ def grow(builds: Builds, renders: int, limit: int, block_share: int) -> dict[str
 
 
 class CountingTokenizer:
-    """Wraps a tokenizer and counts the characters it is asked to tokenize."""
+    """Wraps a tokenizer and counts the characters it is asked to tokenize; with
+    `whole`, it claims no line seams, so prompts are counted whole (as the trimmer did
+    before worker/render/budget/pieces.py)."""
 
-    def __init__(self, inner: tokenizers.Tokenizer) -> None:
+    def __init__(self, inner: tokenizers.Tokenizer, whole: bool = False) -> None:
         self.inner = inner
         self.name = inner.name
+        self.line_seams = inner.line_seams and not whole
         self.chars = 0
 
     def count(self, text: str) -> int:
@@ -191,10 +197,30 @@ def timed(func: Any, repeat: int) -> float:
     return statistics.median(times)
 
 
-def with_counting(func: Any) -> int:
+def interleaved(cases: dict[str, Any], repeat: int) -> dict[str, dict[str, float]]:
+    """Median wall and CPU milliseconds of each case, the cases run in turn `repeat`
+    times, so that a machine's changing load weighs on all of them alike."""
+    wall: dict[str, list[float]] = {name: [] for name in cases}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeat):
+        for name, func in cases.items():
+            started, started_cpu = time.perf_counter(), time.process_time()
+            func()
+            cpu[name].append(time.process_time() - started_cpu)
+            wall[name].append(time.perf_counter() - started)
+    return {
+        name: {
+            "wall_ms": round(statistics.median(wall[name]) * 1000, 1),
+            "cpu_ms": round(statistics.median(cpu[name]) * 1000, 1),
+        }
+        for name in cases
+    }
+
+
+def with_counting(func: Any, whole: bool = False) -> int:
     """Characters tokenized by cl100k_base while `func` runs."""
     real = tokenizers.get("cl100k_base")
-    counting = CountingTokenizer(real)
+    counting = CountingTokenizer(real, whole)
     tokenizers._loaded["cl100k_base"] = counting
     try:
         func()
@@ -238,17 +264,38 @@ def megabyte(repeat: int) -> dict[str, Any]:
     )
     reply = orjson.loads(renderer.render(body).body)
     budget = reply["meta"]["budget"]
+    prompt = "".join(m["content"] for m in reply["messages"])
     chars = with_counting(lambda: renderer.render(body))
+    chars_whole = with_counting(lambda: renderer.render(body), whole=True)
     cl100k = tokenizers.get("cl100k_base")
-    whole = "".join(e["content"] for e in events)
+    counting_whole = CountingTokenizer(cl100k, whole=True)
+    events_text = "".join(e["content"] for e in events)
+
+    def render_counting_whole() -> None:
+        tokenizers._loaded["cl100k_base"] = counting_whole
+        try:
+            renderer.render(body)
+        finally:
+            tokenizers._loaded["cl100k_base"] = cl100k
+
+    times = interleaved(
+        {
+            "render": lambda: renderer.render(body),
+            "render_counting_prompts_whole": render_counting_whole,
+            "tokenize_reply_prompt_once": lambda: cl100k.count(prompt),
+            "tokenize_job_events_once": lambda: cl100k.count(events_text),
+        },
+        repeat,
+    )
     return {
         "job_bytes": len(body),
         "events": len(events),
         "prompt_tokens": budget["prompt_tokens"],
         "events_left_out": budget["elisions"][0]["items"],
-        "render_ms": round(timed(lambda: renderer.render(body), repeat) * 1000, 1),
+        "prompt_chars": len(prompt),
         "chars_tokenized": chars,
-        "tokenize_whole_job_once_ms": round(timed(lambda: cl100k.count(whole), repeat) * 1000, 1),
+        "chars_tokenized_counting_prompts_whole": chars_whole,
+        **{f"{name}_{unit}": value for name, v in times.items() for unit, value in v.items()},
     }
 
 
@@ -270,7 +317,7 @@ def main() -> None:
             "naive_sliding_window": grow(builds, args.renders, args.budget, 10**9),
         },
         "far_under_budget": far_under(args.repeat * 30),
-        "one_megabyte_to_100k_tokens": megabyte(args.repeat),
+        "one_megabyte_to_100k_tokens": megabyte(args.repeat * 3),
     }
     if args.json:
         print(json.dumps(results, indent=2))

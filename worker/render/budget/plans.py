@@ -38,6 +38,10 @@ def _never(item: Any) -> bool:
     return False
 
 
+def _no_parts(item: Any) -> list[str] | None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class ListSection:
     """A list whose oldest items may be left out whole; its last item never is."""
@@ -49,6 +53,9 @@ class ListSection:
     piece: Callable[[Any], str]  # an item's text, for its size
     texts: Callable[[Any], ItemTexts]  # an item's texts a middle cut may shorten
     last_resort: Callable[[Any], bool] = _never  # items cut only after all others
+    # The texts whose concatenation is `piece`, when it is made of several that the
+    # prompt shows apart (an exchange's question and answers); None: `piece` is one.
+    parts: Callable[[Any], list[str] | None] = _no_parts
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +94,10 @@ def _exchange_piece(exchange: ChatExchange) -> str:
     return exchange.user_question + "".join(m.content for m in exchange.messages)
 
 
+def _exchange_parts(exchange: ChatExchange) -> list[str]:
+    return [exchange.user_question, *(m.content for m in exchange.messages)]
+
+
 def _exchange_texts(exchange: ChatExchange) -> ItemTexts:
     texts: ItemTexts = [(("user_question",), exchange.user_question)]
     texts.extend((("messages", i, "content"), m.content) for i, m in enumerate(exchange.messages))
@@ -123,6 +134,7 @@ _HISTORY = ListSection(
     _exchange_marker,
     _exchange_piece,
     _exchange_texts,
+    parts=_exchange_parts,
 )
 _INVESTIGATION_EVENTS = _events("chat.investigation_events", ("chat", "investigation_events"))
 _STAGE_EVENTS = _events("stage.previous_stage_events", ("stage", "previous_stage_events"))

@@ -12,9 +12,21 @@ from typing import Protocol
 
 from schemas.budget import DEFAULT_TOKENIZER
 
+# tiktoken's cl100k_base splitting expression (as tiktoken 0.14 has it), at whose line
+# seams counts add up (pieces.py; tests/render/budget/test_pieces.py).
+LINE_SEAM_PATTERNS = frozenset(
+    {
+        r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"
+        r"|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
+    }
+)
+
 
 class Tokenizer(Protocol):
     name: str
+    # Whether counts add up across a seam after "\n" before a visible character
+    # (pieces.py): a prompt can then be counted from its pieces' counts.
+    line_seams: bool
 
     def count(self, text: str) -> int:
         """Tokens in `text`."""
@@ -45,6 +57,7 @@ class EstimateTokenizer:
     """ceil(len(text) / 4): code points, as seed 003 counts them."""
 
     name = DEFAULT_TOKENIZER
+    line_seams = False  # ceil() does not add up; counting costs nothing anyway
 
     def count(self, text: str) -> int:
         return -(-len(text) // 4)
@@ -63,6 +76,9 @@ class TiktokenTokenizer:
     def __init__(self, name: str, encoding: "_Encoding") -> None:
         self.name = name
         self._encoding = encoding
+        # Additivity at line seams is a property of the splitting expression (pieces.py),
+        # proven and tested for cl100k_base's only; any other counts whole.
+        self.line_seams = getattr(encoding, "_pat_str", None) in LINE_SEAM_PATTERNS
 
     def count(self, text: str) -> int:
         return len(self._encoding.encode_ordinary(text))

@@ -18,8 +18,11 @@ The order of work keeps the common cases cheap and the large ones linear:
    beginning and end kept.
 4. **Cannot fit.** With every text shortened to nothing, still too large: `OverBudget`.
 
-Each candidate prompt is counted once, whole, by the real tokenizer before it is
-accepted; item counts only guide the choice, so a prompt that goes out always fits.
+Each candidate prompt is counted exactly before it is accepted, so a prompt that goes
+out always fits; item counts only guide the choice. With cl100k_base the count of a
+candidate reuses the counts of the items it keeps (pieces.py: exact, because they are
+joined at line seams), so a kept item is tokenized once, not once to choose the cut and
+again to verify it.
 """
 
 from collections.abc import Callable
@@ -30,6 +33,7 @@ from schemas.job import Job
 from worker.render.budget import markers
 from worker.render.budget.edits import Path, get_at, set_at
 from worker.render.budget.meta import Elision, Fitted, OverBudget
+from worker.render.budget.pieces import PieceCounter
 from worker.render.budget.plans import ListSection, Plan
 from worker.render.budget.tokenizers import Tokenizer
 
@@ -49,10 +53,6 @@ ITEM_FRAMING = 8
 SEAM_TOKENS = 2
 # How many shortened candidates are tried before every text is cut to nothing.
 MIDDLE_ROUNDS = 8
-
-
-def prompt_size(messages: Messages, tokenizer: Tokenizer) -> int:
-    return sum(tokenizer.count_many([m["content"] for m in messages]))
 
 
 @dataclass(slots=True)
@@ -115,6 +115,10 @@ class Trimmer:
         self.tiers = self._tiers()
         # Guide counts of items, by (section name, index); counted lazily, newest first.
         self.item_tokens: dict[tuple[str, int], int] = {}
+        # Characters and tokens (less framing) of the items counted so far.
+        self._counted_chars = 0
+        self._counted_tokens = 0
+        self.counter = PieceCounter(tokenizer)
 
     def _tiers(self) -> list[_Tier]:
         first: list[_Tier] = []
@@ -138,23 +142,42 @@ class Trimmer:
         tokens = self.item_tokens.get(key)
         if tokens is None:
             item = self.lists[tier.section.name][tier.indexes[position]]
-            tokens = self.tokenizer.count(tier.section.piece(item)) + ITEM_FRAMING
-            self.item_tokens[key] = tokens
+            counted = self._count_item(tier.section, item)
+            tokens = self.item_tokens[key] = counted + ITEM_FRAMING
+            self._counted_chars += tier.chars[position]
+            self._counted_tokens += counted
         return tokens
 
     def _ratio(self) -> float:
         """Tokens per character of the items counted so far, to size the uncounted."""
-        counted_chars = 0
-        counted_tokens = 0
-        for tier in self.tiers:
-            for position, index in enumerate(tier.indexes):
-                tokens = self.item_tokens.get((tier.section.name, index))
-                if tokens is not None:
-                    counted_chars += tier.chars[position]
-                    counted_tokens += tokens - ITEM_FRAMING
-        if counted_chars == 0:
+        if self._counted_chars == 0:
             return 1 / CHARS_PER_TOKEN
-        return counted_tokens / counted_chars
+        return self._counted_tokens / self._counted_chars
+
+    def _count_item(self, section: ListSection, item: Any) -> int:
+        """The exact count of the item's piece, its texts' bodies kept for `_size`."""
+        parts = section.parts(item)
+        if parts is None:
+            return self.counter.count(section.piece(item))
+        return self.counter.count_joined(parts)
+
+    def _size(self, messages: Messages, job: Job) -> int:
+        """The exact size of `messages`, built from `job`, reusing the counts of the
+        job's items counted before."""
+        groups = []
+        for _, path in self.plan.texts:
+            text = get_at(job, path)
+            if isinstance(text, str):
+                groups.append([text])
+        for section in self.plan.lists:
+            items = get_at(job, section.path)
+            if items:
+                group: list[str] = []
+                for item in items:
+                    parts = section.parts(item)
+                    group.extend([section.piece(item)] if parts is None else parts)
+                groups.append(group)
+        return self.counter.prompt(messages, groups)
 
     def _cut_job(self, cuts: list[int], placeholder: bool = False) -> tuple[Job, list[Elision]]:
         """The job with the first `cuts[t]` items of tier t left out, a marker in place."""
@@ -202,7 +225,17 @@ class Trimmer:
         and whether the guide counts alone prove the whole prompt is over the budget
         (else only counting it can tell)."""
         skeleton, _ = self._cut_job([len(t.indexes) for t in self.tiers], placeholder=True)
-        fixed = prompt_size(self.build(skeleton), self.tokenizer)
+        # The most recent items and the texts stay in the skeleton: counted as pieces,
+        # they are tokenized once for the skeleton and every candidate.
+        for section in self.plan.lists:
+            items = self.lists.get(section.name)
+            if items:
+                self._count_item(section, items[-1])
+        for _, path in self.plan.texts:
+            text = get_at(self.job, path)
+            if isinstance(text, str):
+                self.counter.count(text)
+        fixed = self._size(self.build(skeleton), skeleton)
         room = self.limit - fixed
         # What the whole prompt takes at least: the skeleton less its markers, plus every
         # item counted so far less what joining texts may save at their seams.
@@ -268,7 +301,7 @@ class Trimmer:
         budget that proves them to fit without counting."""
         cuts, over = self._minimal_cuts() if self.tiers else (None, False)
         if not over:
-            size = prompt_size(messages, self.tokenizer)
+            size = self._size(messages, self.job)
             if size <= self.limit:
                 return Fitted(messages, size)
             if not self.tiers:
@@ -280,7 +313,7 @@ class Trimmer:
         while True:
             job, elisions = self._cut_job(cuts)
             candidate = self.build(job)
-            size = prompt_size(candidate, self.tokenizer)
+            size = self._size(candidate, job)
             if size <= self.limit:
                 return Fitted(candidate, size, elisions=elisions)
             more = self._cut_more(cuts, size - self.limit)
@@ -307,9 +340,8 @@ class Trimmer:
                     if text:
                         path = (*section.path, index, *sub)
                         slots.append(_Slot(f"{section.name}[{number}]", path, text))
-        counts = self.tokenizer.count_many([slot.text for slot in slots])
-        for slot, tokens in zip(slots, counts, strict=True):
-            slot.tokens = tokens
+        for slot in slots:
+            slot.tokens = self.counter.count(slot.text)
         return slots
 
     def _shorten(
@@ -341,13 +373,13 @@ class Trimmer:
                 break
             shortened, cut = self._shorten(job, slots, cap, marker_tokens)
             candidate = self.build(shortened)
-            new_size = prompt_size(candidate, self.tokenizer)
+            new_size = self._size(candidate, shortened)
             if new_size <= self.limit:
                 return Fitted(candidate, new_size, elisions=elisions + cut)
             excess += new_size - self.limit
         shortened, cut = self._shorten(job, slots, 0, marker_tokens)
         candidate = self.build(shortened)
-        new_size = prompt_size(candidate, self.tokenizer)
+        new_size = self._size(candidate, shortened)
         if new_size <= self.limit:
             return Fitted(candidate, new_size, elisions=elisions + cut)
         return OverBudget(required=new_size, allowed=self.limit)
