@@ -5,7 +5,13 @@ client library raises, as measured against RabbitMQ)."""
 import socket
 
 import pytest
-from aiormq.exceptions import AMQPConnectionError, InvalidFrameError, ProbableAuthenticationError
+from aiormq.exceptions import (
+    AMQPConnectionError,
+    ConnectionClosed,
+    ConnectionInternalError,
+    InvalidFrameError,
+    ProbableAuthenticationError,
+)
 
 from worker.transport.broker_failures import (
     broker_address,
@@ -46,6 +52,15 @@ def test_the_address_is_host_and_port_only(url: str, address: str) -> None:
             "the broker closed the connection while opening it (check the virtual host)",
         ),
         (REFUSED, "access refused: the broker rejected the user name or password"),
+        (
+            ConnectionClosed(320, "CONNECTION_FORCED - broker forced connection closure"),
+            "the broker closed the connection: CONNECTION_FORCED - broker forced connection "
+            "closure",
+        ),
+        (
+            ConnectionInternalError("INTERNAL_ERROR"),
+            "the broker closed the connection: INTERNAL_ERROR",
+        ),
     ],
 )
 def test_reasons_are_short_words(exc: BaseException, reason: str) -> None:

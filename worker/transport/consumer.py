@@ -51,8 +51,14 @@ import aio_pika
 import aiormq
 import orjson
 from aio_pika.abc import AbstractQueue, AbstractRobustChannel
+from aio_pika.exceptions import CONNECTION_EXCEPTIONS
 from aiormq.abc import DeliveredMessage
-from aiormq.exceptions import ChannelPreconditionFailed, DeliveryError, PublishError
+from aiormq.exceptions import (
+    ChannelAccessRefused,
+    ChannelPreconditionFailed,
+    DeliveryError,
+    PublishError,
+)
 from pamqp.commands import Basic
 from yarl import URL
 
@@ -65,7 +71,7 @@ from worker.transport import faults, tls, topology
 from worker.transport.acks import AcksNotSent, BatchedAcks
 from worker.transport.addresses import split_addresses
 from worker.transport.broker_failures import describe
-from worker.transport.connection import BrokerConnection
+from worker.transport.connection import Backoff, BrokerConnection
 from worker.transport.deadline import EventLoopSlice, SliceOverrun
 from worker.transport.inflight import ByteBudget, PrefetchPolicy
 from worker.transport.offload import RenderPool, RenderProcessDied, RenderTimedOut
@@ -94,6 +100,11 @@ SETTLE_BEFORE_CLOSE = 0.3
 # aio-pika's default is 5 s between reconnect attempts; a worker is worth more sooner.
 DEFAULT_RECONNECT_INTERVAL = "2"
 DEBUG_PAYLOAD_CHARS = 4096
+# Failures while opening the channel and declaring the topology at start-up that a later
+# attempt can get past (the link dropped, the broker restarting), and those it cannot
+# (a user without configure permission stays without it).
+START_RETRIED = CONNECTION_EXCEPTIONS
+NOT_RETRIED = (ChannelAccessRefused,)
 
 
 class TopologyError(Exception):
@@ -341,20 +352,10 @@ class Worker:
         for address in addresses:
             await tls.check_server(address, broker_tls)
         await connection.connect()
-        channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-        assert isinstance(channel, aio_pika.RobustChannel)
+        channel, declared = await self._declare_until_done(connection)
         self._channel = channel
         channel.close_callbacks.add(self._on_link_down)
         channel.reopen_callbacks.add(self._on_reopen)
-        # Per-consumer QoS: global QoS on a quorum queue closes the connection (540).
-        await channel.set_qos(prefetch_count=self.settings.prefetch, global_=False)
-        try:
-            declared = await topology.declare(channel, self.topology)
-        except ChannelPreconditionFailed as exc:
-            raise TopologyError(
-                f"{exc}. The broker holds these objects with other arguments than "
-                f"{topology.rabbitmq_definitions(self.topology)}; delete or migrate them."
-            ) from exc
         self._queue = declared.request_queue
         if not await warming:
             self.log.warning("render_helper_unavailable", detail="will retry on the next big job")
@@ -368,6 +369,49 @@ class Worker:
             reply_queue=self.topology.reply_queue,
             dead_letter=self.topology.dead_letter,
         )
+
+    async def _declare_until_done(
+        self, connection: BrokerConnection
+    ) -> tuple[aio_pika.RobustChannel, topology.Declared]:
+        """Open the worker's channel and declare the topology, again after each lost link.
+
+        This runs once the connection is up but before aio-pika knows of a channel to
+        restore, so a broker that goes away meanwhile (a restart: CONNECTION_FORCED, or
+        INTERNAL_ERROR while its queues are still starting) would end `serve` with a
+        traceback. It is a lost link like any other: wait for the robust connection to
+        come back and try again, with the connection's own backoff for the pauses.
+        """
+        # Read just after connecting, the connection's pause is its backoff's first.
+        pauses = Backoff(connection.reconnect_interval)
+        while True:
+            channel = connection.channel(publisher_confirms=True, on_return_raises=True)
+            assert isinstance(channel, aio_pika.RobustChannel)
+            try:
+                await channel
+                # Per-consumer QoS: global QoS on a quorum queue closes the connection (540).
+                await channel.set_qos(prefetch_count=self.settings.prefetch, global_=False)
+                return channel, await topology.declare(channel, self.topology)
+            except ChannelPreconditionFailed as exc:
+                raise TopologyError(
+                    f"{exc}. The broker holds these objects with other arguments than "
+                    f"{topology.rabbitmq_definitions(self.topology)}; delete or migrate them."
+                ) from exc
+            except START_RETRIED as exc:
+                if isinstance(exc, NOT_RETRIED):
+                    raise
+                pause = pauses.next()
+                self.log.warning(
+                    "broker_link_down",
+                    during="start",
+                    broker=connection.broker,
+                    error=describe(exc),
+                    retry_in_s=pause,
+                )
+            # Closed by us, the channel is not one aio-pika restores after reconnecting.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(channel.close(), timeout=1)
+            await asyncio.sleep(pause)
+            await connection.ready()
 
     async def _consume(self, channel: AbstractRobustChannel) -> None:
         async with self._consumer_lock:
