@@ -17,8 +17,12 @@ first `queue.declare` with the `connection.close` a broker shutting down sends.
 
 import asyncio
 import contextlib
+import signal
 import struct
 import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import aio_pika
@@ -33,7 +37,11 @@ from tests.integration.helpers import (
     StartWorker,
     a_job,
     free_port,
+    queue_depth,
+    wait_for,
 )
+from tests.rabbit_nodes import ExtraNode
+from worker.transport import topology
 from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
@@ -182,3 +190,200 @@ async def next_message(queue: Any, within: float = 60) -> AbstractIncomingMessag
             return message  # type: ignore[no-any-return]
         await asyncio.sleep(0.05)
     raise AssertionError(f"no message in {within} s")
+
+
+# -- restarts under load ---------------------------------------------------------------
+
+JOBS = 10_000
+# The restart comes once this many jobs are answered: well into the run, far from its end.
+RESTART_AFTER = 300
+# Publishes awaiting their confirm at once.
+PUBLISHING = 200
+RESTART_PORT = 5684
+RUN_TIMEOUT = 420.0
+
+
+@dataclass
+class Replies:
+    """Every reply read from the reply queue, by job id and by the reply's message id.
+
+    The worker gives each reply it publishes a message id of its own, so a reply the
+    test's consumer was handed twice (its ack lost in the restart) counts once, and two
+    replies to one job (the worker answered it twice) count twice.
+    """
+
+    by_job: dict[str, set[str]] = field(default_factory=dict)
+    statuses: Counter[str] = field(default_factory=Counter)
+
+    def add(self, message: AbstractIncomingMessage) -> None:
+        reply = orjson.loads(message.body)
+        self.by_job.setdefault(reply["job_id"], set()).add(message.message_id or "")
+        self.statuses[reply["status"]] += 1
+
+    @property
+    def answered(self) -> int:
+        return len(self.by_job)
+
+    @property
+    def duplicates(self) -> int:
+        return sum(len(ids) - 1 for ids in self.by_job.values())
+
+
+async def read_replies(url: str, queue_name: str, replies: Replies) -> aio_pika.RobustConnection:
+    """Consume the reply queue into `replies`, through the restart (robust connection)."""
+    connection = await aio_pika.connect_robust(url + "?reconnect_interval=0.5")
+    channel = await connection.channel()
+    await channel.set_qos(prefetch_count=500)
+    queue = await channel.declare_queue(
+        queue_name, durable=True, arguments=topology.reply_queue_arguments()
+    )
+
+    async def on_reply(message: AbstractIncomingMessage) -> None:
+        replies.add(message)
+        with contextlib.suppress(Exception):  # not acked: it comes again, and counts once
+            await message.ack()
+
+    await queue.consume(on_reply)
+    assert isinstance(connection, aio_pika.RobustConnection)
+    return connection
+
+
+@dataclass
+class Producer:
+    """Publishes every job with publisher confirms, and publishes again any job whose
+    publish failed or was not confirmed (the broker went away meanwhile)."""
+
+    url: str
+    queue_name: str
+    again: set[str] = field(default_factory=set)  # jobs published more than once
+
+    async def run(self, ids: list[str]) -> None:
+        connection = await aio_pika.connect_robust(self.url + "?reconnect_interval=0.5")
+        async with connection:
+            channel = await connection.channel(publisher_confirms=True)
+            slots = asyncio.Semaphore(PUBLISHING)
+
+            async def publish(job_id: str) -> None:
+                body = orjson.dumps(a_job(job_id))
+                async with slots:
+                    while True:
+                        try:
+                            await channel.default_exchange.publish(
+                                aio_pika.Message(
+                                    body,
+                                    delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                                    correlation_id=job_id,
+                                ),
+                                routing_key=self.queue_name,
+                                timeout=10,
+                            )
+                            return
+                        except asyncio.CancelledError:
+                            raise
+                        except Exception:
+                            self.again.add(job_id)
+                            await asyncio.sleep(0.5)
+
+            await asyncio.gather(*(publish(job_id) for job_id in ids))
+
+
+async def restart_under_load(
+    start_worker: StartWorker,
+    topo: Topology,
+    label: str,
+    restart: tuple[Callable[[ExtraNode], None], Callable[[ExtraNode], None]],
+) -> None:
+    with ExtraNode("restarts", RESTART_PORT, fresh=True) as node:
+        node.fresh = False  # a restart keeps the node's queues and their jobs
+        worker = start_worker(amqp_url=node.url + "?reconnect_interval=0.2")
+        await worker.wait_ready()
+        replies = Replies()
+        reader = await read_replies(node.url, topo.reply_queue, replies)
+        ids = [f"{label}-{i}" for i in range(JOBS)]
+        producer = Producer(node.url, topo.request_queue)
+        producing = asyncio.create_task(producer.run(ids))
+        try:
+
+            async def some_answered() -> bool:
+                return replies.answered >= RESTART_AFTER
+
+            await wait_for(some_answered, RUN_TIMEOUT, f"{RESTART_AFTER} replies")
+            stop, start = restart
+            await asyncio.to_thread(stop, node)
+            # Counted once the broker is down: every job answered later is one the
+            # restart could have lost.
+            at_stop = replies.answered
+            await asyncio.sleep(1)  # the worker notices and retries against a closed port
+            await asyncio.to_thread(start, node)
+
+            async def all_answered() -> bool:
+                assert not producing.done() or producing.exception() is None
+                return replies.answered == JOBS
+
+            await wait_for(all_answered, RUN_TIMEOUT, f"{JOBS} jobs answered", interval=0.5)
+            await producing
+        finally:
+            producing.cancel()
+            await asyncio.gather(producing, return_exceptions=True)
+            await asyncio.wait_for(reader.close(), timeout=10)
+
+        assert at_stop < JOBS, "every job was answered before the restart: nothing tested"
+        assert sorted(replies.by_job) == sorted(ids)
+        assert set(replies.statuses) == {"ok"}
+        events = worker.log_events()
+        names = [e["event"] for e in events]
+        assert "broker_link_down" in names
+        assert names.index("broker_link_down") < names.index("broker_reconnected")
+        assert not [e for e in events if e.get("level") == "error" and "logger" not in e]
+        worker.signal(signal.SIGTERM)
+        assert await worker.wait_exit() == 0
+        # Nothing left behind: no job waiting, none dead-lettered.
+        connection = await aio_pika.connect(node.url)
+        async with connection:
+            channel = await connection.channel()
+            assert await queue_depth(channel, topo.request_queue) == 0
+            assert await queue_depth(channel, topo.dead_letter_queue) == 0
+        # The figures docs/OPERATIONS.md quotes ("Broker restarts"), shown with -s.
+        print(
+            f"\n{label}: {JOBS} jobs, {at_stop} answered when the broker was down; "
+            f"{replies.answered} answered, {replies.duplicates} answered twice; "
+            f"the producer published {len(producer.again)} jobs again"
+        )
+
+
+def start_app(node: ExtraNode) -> None:
+    node.start_app()
+
+
+def start_node(node: ExtraNode) -> None:
+    node.start()
+
+
+# How the broker goes down, and how it comes back.
+STOP_APP = (ExtraNode.stop_app, start_app)
+NODE_RESTART = (ExtraNode.stop, start_node)
+KILL_9 = (ExtraNode.kill, start_node)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_restarting_the_broker_application_under_load_loses_no_job(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    await restart_under_load(start_worker, topo, "stop-app", STOP_APP)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_restarting_the_broker_node_under_load_loses_no_job(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    await restart_under_load(start_worker, topo, "node-restart", NODE_RESTART)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_a_broker_node_killed_under_load_and_started_again_loses_no_job(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    await restart_under_load(start_worker, topo, "kill-9", KILL_9)
