@@ -100,6 +100,7 @@ async def test_probes_and_every_metric_family_are_exposed(
         "connected": True,
         "consuming": True,
         "accepting": True,
+        "unblocked": True,
     }
     masked_job = a_job("masked", alert_data="password: hunter2-not-a-real-one\n")
     assert (await client.build(masked_job, timeout=60))["status"] == "ok"

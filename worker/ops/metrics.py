@@ -29,6 +29,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "prompt_worker_budget_trimmed_total",
     "prompt_worker_budget_tokens_left_out_total",
     "prompt_worker_ready",
+    "prompt_worker_broker_blocked",
     "prompt_worker_build_info",
 )
 
@@ -179,6 +180,12 @@ class Metrics:
         self.ready = Gauge(
             "prompt_worker_ready",
             "1 when connected to the broker and consuming, else 0.",
+            registry=r,
+        )
+        self.broker_blocked = Gauge(
+            "prompt_worker_broker_blocked",
+            "1 while the broker blocks the worker's connection (a memory or disk alarm): "
+            "new deliveries wait, the worker is not ready.",
             registry=r,
         )
         self.build_info = Gauge(

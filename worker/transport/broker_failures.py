@@ -65,8 +65,8 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, ConnectionClosed):
         # The broker's connection.close: a reply code (320 CONNECTION_FORCED on a
         # shutdown, 541 INTERNAL_ERROR, ...), never an errno, and the broker's words.
-        text = " ".join(str(a) for a in exc.args if not isinstance(a, int) and a is not None)
-        return f"the broker closed the connection: {text or 'no reason given'}"
+        said = " ".join(str(a) for a in exc.args if not isinstance(a, int) and a is not None)
+        return f"the broker closed the connection: {said or 'no reason given'}"
     if isinstance(exc, AMQPConnectionError) and exc.args and isinstance(exc.args[0], int):
         # aiormq's (errno, "Connect call failed (...)"); resolver errors have errno < 0.
         code = exc.args[0]

@@ -73,6 +73,7 @@ from worker.transport.addresses import split_addresses
 from worker.transport.broker_failures import describe
 from worker.transport.connection import Backoff, BrokerConnection
 from worker.transport.deadline import EventLoopSlice, SliceOverrun
+from worker.transport.flow import BrokerFlow
 from worker.transport.inflight import ByteBudget, PrefetchPolicy
 from worker.transport.offload import RenderPool, RenderProcessDied, RenderTimedOut
 from worker.transport.reply_limit import BROKER_DEFAULT_MAX_MESSAGE_BYTES, limit_from_refusal
@@ -217,6 +218,8 @@ class Worker:
         self.log = get_logger(component="worker", queue=settings.request_queue, pid=os.getpid())
         self.connection_name = f"prompt-worker {socket.gethostname()} pid {os.getpid()}"
         self._connection: BrokerConnection | None = None
+        # The broker's resource alarms: while it blocks the connection, deliveries wait.
+        self.flow = BrokerFlow(self.log, self._is_our_connection, self._on_flow_change)
         self._channel: AbstractRobustChannel | None = None
         self._queue: AbstractQueue | None = None
         self._consumer_tag: str | None = None
@@ -245,6 +248,7 @@ class Worker:
             "connected": self._link_up,
             "consuming": self._consumer_tag is not None,
             "accepting": not self._stop_requested,
+            "unblocked": not self.flow.blocked,
         }
 
     @property
@@ -259,6 +263,18 @@ class Worker:
             reason = describe(exc) if isinstance(exc, BaseException) else None
             self.log.warning("broker_link_down", in_flight=self._in_flight, error=reason)
         self._link_up = False
+        # A new connection starts unblocked; should the alarm last, its first reply
+        # blocks it again.
+        self.flow.release("connection lost")
+        self._update_ready()
+
+    def _is_our_connection(self, connection: Any) -> bool:
+        """Whether `connection` (aiormq's) is the one under the worker's connection now."""
+        transport = self._connection.transport if self._connection is not None else None
+        return transport is not None and transport.connection is connection
+
+    def _on_flow_change(self) -> None:
+        self.metrics.broker_blocked.set(1 if self.flow.blocked else 0)
         self._update_ready()
 
     def _on_link_up(self, *_: Any) -> None:
@@ -567,6 +583,10 @@ class Worker:
         # Registered before anything else: no batched ack may cover a delivery that is
         # not settled, including one left for redelivery below.
         acks.register(tag)
+        if self.flow.blocked:
+            # The broker refuses the worker's publishes (a resource alarm): the reply
+            # could not be sent, so the job waits here, neither rendered nor settled.
+            await self.flow.admit()
         if self._closing:
             # A delivery sent before the consumer was cancelled, reaching us after the
             # drain found the worker idle. Left unacknowledged, the broker hands it to

@@ -1,0 +1,147 @@
+"""Resource alarms: a broker that blocks publishers makes the worker unready, and the
+jobs delivered meanwhile wait in the worker, unanswered, until the broker unblocks it.
+
+The alarm is a memory alarm on a node of the test's own (tests/rabbit_nodes.py), raised
+by lowering the memory watermark below what the node uses and cleared by raising it
+again. During an alarm RabbitMQ reads nothing more from a connection once it publishes,
+and tells it with `connection.blocked` only then: the worker learns of the alarm with
+its first reply. And no producer's job reaches a queue during the alarm (its publish is
+not read either), so the jobs the worker is handed while blocked are brought in the one
+way a broker moves messages of its own accord: dead-lettered from a side queue by a
+connection that only consumes, which the alarm does not block.
+"""
+
+import asyncio
+import json
+import signal
+
+import aio_pika
+import orjson
+import pytest
+from aio_pika.abc import AbstractChannel, AbstractQueue
+
+from tests.integration.helpers import (
+    StartWorker,
+    WorkerProcess,
+    a_job,
+    drain,
+    metric_value,
+    queue_depth,
+    wait_for,
+)
+from tests.rabbit_nodes import ExtraNode
+from worker.transport.topology import Topology
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+ALARM_PORT = 5685
+# Far below what any node uses: the memory alarm goes off at once.
+TINY_WATERMARK = "0.0000001"
+NORMAL_WATERMARK = "0.4"  # RabbitMQ's default
+HELD = 20
+
+
+def alarms(node: ExtraNode) -> str:
+    return node.ctl("eval", "rabbit_alarm:get_alarms().").stdout
+
+
+async def readyz(worker: WorkerProcess) -> tuple[int, dict[str, bool]]:
+    status, body = await worker.http_get("/readyz")
+    return status, json.loads(body)
+
+
+async def metrics(worker: WorkerProcess) -> str:
+    return (await worker.http_get("/metrics"))[1]
+
+
+def named(worker: WorkerProcess, event: str) -> list[dict[str, object]]:
+    return [e for e in worker.log_events() if e.get("event") == event]
+
+
+async def dead_letter_into_requests(side: AbstractQueue, count: int) -> None:
+    """Move `count` jobs from the side queue to the request queue, broker-side."""
+    for _ in range(count):
+        message = await side.get(timeout=10)
+        await message.reject(requeue=False)
+
+
+async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    with ExtraNode("alarms", ALARM_PORT, fresh=True) as node:
+        worker = start_worker(amqp_url=node.url + "?reconnect_interval=0.2")
+        await worker.wait_ready()
+        connection = await aio_pika.connect(node.url)
+        try:
+            channel: AbstractChannel = await connection.channel()
+            # Jobs parked before the alarm in a queue that dead-letters into the worker's.
+            side = await channel.declare_queue(
+                f"{topo.request_queue}.side",
+                arguments={
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": topo.request_queue,
+                },
+            )
+            ids = [f"alarm-{i}" for i in range(HELD + 1)]
+            for job_id in ids:
+                await channel.default_exchange.publish(
+                    aio_pika.Message(orjson.dumps(a_job(job_id))), routing_key=side.name
+                )
+            await asyncio.to_thread(node.ctl, "set_vm_memory_high_watermark", TINY_WATERMARK)
+            try:
+                assert "memory" in alarms(node)
+                # The first job's reply is the worker's first publish during the alarm:
+                # the broker blocks the connection, and says so.
+                await dead_letter_into_requests(side, 1)
+
+                async def unready() -> bool:
+                    return (await readyz(worker))[0] == 503
+
+                await wait_for(unready, 60, "the worker to report the block")
+                status, body = await readyz(worker)
+                assert status == 503
+                assert body == {
+                    "ready": False,
+                    "connected": True,
+                    "consuming": True,
+                    "accepting": True,
+                    "unblocked": False,
+                }
+                [blocked] = named(worker, "broker_blocked")
+                assert blocked["reason"] == "low on memory"
+                assert blocked["level"] == "warning"
+
+                # Delivered while blocked: every one waits, none is handled.
+                await dead_letter_into_requests(side, HELD)
+
+                async def all_delivered() -> bool:
+                    return await queue_depth(channel, topo.request_queue) == 0
+
+                await wait_for(all_delivered, 60, "the held jobs to be delivered")
+                exposition = await metrics(worker)
+                assert metric_value(exposition, "prompt_worker_broker_blocked") == 1
+                assert metric_value(exposition, "prompt_worker_ready") == 0
+                # Only the first job is being handled (its reply waits for its confirm).
+                assert metric_value(exposition, "prompt_worker_in_flight") == 1
+                assert not named(worker, "job")
+            finally:
+                await asyncio.to_thread(node.ctl, "set_vm_memory_high_watermark", NORMAL_WATERMARK)
+
+            # Unblocked: every job answered once, none dead-lettered or left behind.
+            await worker.wait_ready()
+            replies = await drain(channel, topo.reply_queue, len(ids))
+            assert sorted(orjson.loads(r.body)["job_id"] for r in replies) == sorted(ids)
+            [unblocked] = named(worker, "broker_unblocked")
+            assert unblocked["held"] == HELD
+            assert unblocked["level"] == "info"
+            assert metric_value(await metrics(worker), "prompt_worker_broker_blocked") == 0
+            assert sorted(str(e["job_id"]) for e in named(worker, "job")) == sorted(ids)
+            assert {e["settled"] for e in named(worker, "job")} == {"acked"}
+            assert await queue_depth(channel, topo.request_queue) == 0
+            assert await queue_depth(channel, topo.dead_letter_queue) == 0
+            # aiormq's own lines about the frames are replaced by the worker's.
+            assert "was blocked by" not in worker.logs()
+            worker.signal(signal.SIGTERM)
+            assert await worker.wait_exit() == 0
+        finally:
+            await connection.close()
