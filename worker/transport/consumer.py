@@ -19,7 +19,9 @@ When the reply cannot be delivered:
   rather than answered into the void;
 * the broker refuses the reply (nack, e.g. a full reply queue): the job is requeued
   after a pause that grows with its deliveries, and dead-lettered on the last one;
-* the connection or channel fails: the job is left unacknowledged and comes back.
+* the connection or channel fails: the job is left unacknowledged and comes back;
+* the broker blocks the connection (a memory or disk alarm): no reply can get through,
+  so new deliveries wait, untouched, until it unblocks (`worker.transport.flow`).
 
 The job code (`worker.render.renderer`) never sees the transport; this module never looks
 inside a job beyond the facts `RenderOutcome` hands it.
