@@ -173,6 +173,7 @@ async def test_a_broker_hanging_up_while_the_topology_is_declared_is_a_lost_link
         assert worker.process.poll() is None
         # No traceback, no exit: one line of the worker's own says what happened.
         events = [orjson.loads(line) for line in worker.logs().splitlines()]
+        assert not [e for e in events if "logger" in e], "client library lines got through"
         [down] = [e for e in events if e["event"] == "broker_link_down"]
         assert down["during"] == "start"
         assert down["level"] == "warning"

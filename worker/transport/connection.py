@@ -194,6 +194,17 @@ _TAKEN_OVER: dict[tuple[str, str], int | None] = {
 # the link loss the worker reports itself. Any other callback error passes.
 _CALLBACK_ERROR = ("aio_pika.tools", "Callback %r error: %s: %s")
 _GONE_WITH_THE_CONNECTION = "ChannelInvalidStateError"
+# A channel lost while it was first being opened tries to restore itself at once, and
+# finds its connection closed (RuntimeError "<Connection ...> closed").
+_RESTORED_TOO_SOON = "RuntimeError"
+
+
+def _gone_with_the_connection(args: tuple[object, ...]) -> bool:
+    if len(args) < 3:
+        return False
+    if args[1] == _GONE_WITH_THE_CONNECTION:
+        return True
+    return args[1] == _RESTORED_TOO_SOON and str(args[2]).endswith("> closed")
 
 
 class _AttemptLines(logging.Filter):
@@ -220,7 +231,7 @@ class _AttemptLines(logging.Filter):
         key = (record.name, record.msg)
         args = record.args if isinstance(record.args, tuple) else ()
         if key == _CALLBACK_ERROR:
-            return not (len(args) > 1 and args[1] == _GONE_WITH_THE_CONNECTION)
+            return not _gone_with_the_connection(args)
         if key not in _TAKEN_OVER:
             return True
         position = _TAKEN_OVER[key]
