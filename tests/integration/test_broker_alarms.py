@@ -65,6 +65,35 @@ async def dead_letter_into_requests(side: AbstractQueue, count: int) -> None:
         await message.reject(requeue=False)
 
 
+async def park(channel: AbstractChannel, topo: Topology, ids: list[str]) -> AbstractQueue:
+    """Jobs parked before the alarm in a side queue that dead-letters into the worker's."""
+    side = await channel.declare_queue(
+        f"{topo.request_queue}.side",
+        arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": topo.request_queue},
+    )
+    for job_id in ids:
+        await channel.default_exchange.publish(
+            aio_pika.Message(orjson.dumps(a_job(job_id))), routing_key=side.name
+        )
+    return side
+
+
+async def block(node: ExtraNode, worker: WorkerProcess, side: AbstractQueue) -> None:
+    """Raise the memory alarm and hand the worker one job: its reply gets it blocked."""
+    await asyncio.to_thread(node.ctl, "set_vm_memory_high_watermark", TINY_WATERMARK)
+    assert "memory" in alarms(node)
+    await dead_letter_into_requests(side, 1)
+
+    async def unready() -> bool:
+        return (await readyz(worker))[0] == 503
+
+    await wait_for(unready, 60, "the worker to report the block")
+
+
+async def clear_alarm(node: ExtraNode) -> None:
+    await asyncio.to_thread(node.ctl, "set_vm_memory_high_watermark", NORMAL_WATERMARK)
+
+
 async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
     start_worker: StartWorker, topo: Topology
 ) -> None:
@@ -74,30 +103,12 @@ async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
         connection = await aio_pika.connect(node.url)
         try:
             channel: AbstractChannel = await connection.channel()
-            # Jobs parked before the alarm in a queue that dead-letters into the worker's.
-            side = await channel.declare_queue(
-                f"{topo.request_queue}.side",
-                arguments={
-                    "x-dead-letter-exchange": "",
-                    "x-dead-letter-routing-key": topo.request_queue,
-                },
-            )
             ids = [f"alarm-{i}" for i in range(HELD + 1)]
-            for job_id in ids:
-                await channel.default_exchange.publish(
-                    aio_pika.Message(orjson.dumps(a_job(job_id))), routing_key=side.name
-                )
-            await asyncio.to_thread(node.ctl, "set_vm_memory_high_watermark", TINY_WATERMARK)
+            side = await park(channel, topo, ids)
             try:
-                assert "memory" in alarms(node)
                 # The first job's reply is the worker's first publish during the alarm:
                 # the broker blocks the connection, and says so.
-                await dead_letter_into_requests(side, 1)
-
-                async def unready() -> bool:
-                    return (await readyz(worker))[0] == 503
-
-                await wait_for(unready, 60, "the worker to report the block")
+                await block(node, worker, side)
                 status, body = await readyz(worker)
                 assert status == 503
                 assert body == {
@@ -125,7 +136,7 @@ async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
                 assert metric_value(exposition, "prompt_worker_in_flight") == 1
                 assert not named(worker, "job")
             finally:
-                await asyncio.to_thread(node.ctl, "set_vm_memory_high_watermark", NORMAL_WATERMARK)
+                await clear_alarm(node)
 
             # Unblocked: every job answered once, none dead-lettered or left behind.
             await worker.wait_ready()
@@ -143,5 +154,48 @@ async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
             assert "was blocked by" not in worker.logs()
             worker.signal(signal.SIGTERM)
             assert await worker.wait_exit() == 0
+        finally:
+            await connection.close()
+
+
+async def test_a_worker_stopped_during_an_alarm_exits_and_loses_nothing(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    # A rolling deploy while the broker is blocked: the drain cannot settle anything
+    # (the broker reads nothing from the connection), so it ends at its timeout and the
+    # jobs the worker held go to the next worker.
+    with ExtraNode("alarms", ALARM_PORT, fresh=True) as node:
+        url = node.url + "?reconnect_interval=0.2"
+        worker = start_worker("--shutdown-timeout", "2", amqp_url=url)
+        await worker.wait_ready()
+        connection = await aio_pika.connect(node.url)
+        try:
+            channel: AbstractChannel = await connection.channel()
+            ids = [f"stopped-{i}" for i in range(HELD + 1)]
+            side = await park(channel, topo, ids)
+            try:
+                await block(node, worker, side)
+                await dead_letter_into_requests(side, HELD)
+
+                async def all_delivered() -> bool:
+                    return await queue_depth(channel, topo.request_queue) == 0
+
+                await wait_for(all_delivered, 60, "the held jobs to be delivered")
+                worker.signal(signal.SIGTERM)
+                assert await worker.wait_exit(within=60) == 0
+                assert not named(worker, "job")
+            finally:
+                await clear_alarm(node)
+
+            successor = start_worker(amqp_url=url)
+            await successor.wait_ready()
+            # At least once: the stopped worker's one reply may have got through too.
+            answered: set[str] = set()
+            while answered != set(ids):
+                [reply] = await drain(channel, topo.reply_queue, 1)
+                answered.add(orjson.loads(reply.body)["job_id"])
+            assert await queue_depth(channel, topo.dead_letter_queue) == 0
+            successor.signal(signal.SIGTERM)
+            assert await successor.wait_exit() == 0
         finally:
             await connection.close()
