@@ -19,7 +19,9 @@ itself, clearing a private event its writer waits on, and logs one warning per f
 ("Connection %r was blocked by: %r" / "Connection %r was unblocked") on the
 `aiormq.connection` logger. Those log records are the one place the frames surface, with
 the connection and the reason, as they happen; so that is where this module listens
-(`_FrameLines`), as worker.transport.connection does for connection attempts. The
+(`_FrameLines`), as worker.transport.connection does for connection attempts. (Polling
+that private event instead, by its mangled name, would need a timer, lag by its period
+and still not know the reason.) The
 library's own lines are replaced by the worker's `broker_blocked` / `broker_unblocked`.
 Should aiormq reword them, the alarm would go unseen: tests/integration/
 test_broker_alarms.py fails then, so an upgrade cannot slip through unnoticed.
