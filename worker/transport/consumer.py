@@ -380,13 +380,15 @@ class Worker:
         self._consume_wanted = True
         await self._consume(channel)
         self._link_up = True
-        self._update_ready()
         self.log.info(
             "consuming",
+            # Which node of a cluster, the first time; `broker_reconnected` says it after.
+            broker=connection.broker,
             prefetch=self.settings.prefetch,
             reply_queue=self.topology.reply_queue,
             dead_letter=self.topology.dead_letter,
         )
+        self._update_ready()
 
     async def _declare_until_done(
         self, connection: BrokerConnection
