@@ -4,7 +4,6 @@ Loaded once at start-up. A malformed file is a `ConfigError` naming the file and
 problem; the CLI turns it into a one-line message and exit code 2, never a traceback.
 """
 
-import difflib
 import os
 from pathlib import Path
 from types import MappingProxyType
@@ -75,6 +74,8 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
         return "unknown key"
     known = sorted(model.model_fields)
     message = f"unknown key (known: {', '.join(known)})"
+    import difflib  # only a faulty configuration needs it
+
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)
     if close:
         message += f"; did you mean {close[0]!r}?"
