@@ -5,21 +5,25 @@ these models describe that output for the JSON Schema, the AsyncAPI document and
 clients that want typed replies (`parse_reply`).
 """
 
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from schemas.codes import ErrorCode
 
-class ErrorCode(StrEnum):
-    INVALID_JSON = "invalid_json"
-    INVALID_JOB = "invalid_job"
-    PAYLOAD_TOO_LARGE = "payload_too_large"
-    OVER_BUDGET = "over_budget"  # what may never be cut does not fit the job's budget
-    # The render took longer than the worker's deadline on every delivery of the job.
-    RENDER_TIMEOUT = "render_timeout"
-    INTERNAL = "internal"
-    TIMEOUT = "timeout"  # only written by clients (rerender --broker), never by the worker
+__all__ = [
+    "BudgetMeta",
+    "Elision",
+    "ErrorCode",
+    "ErrorDetail",
+    "ErrorInfo",
+    "ErrorReply",
+    "Message",
+    "OkReply",
+    "Reply",
+    "ReplyMeta",
+    "parse_reply",
+]
 
 
 class _ReplyModel(BaseModel):

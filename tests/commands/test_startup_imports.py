@@ -88,6 +88,27 @@ def test_render_of_one_job_needs_no_transport_or_logging(tmp_path: Path) -> None
     assert not modules & (TRANSPORT | LOGGING)
 
 
+def test_render_of_one_job_leaves_out_what_only_other_paths_need(tmp_path: Path) -> None:
+    # The reply models (clients, schema documents), difflib (configuration error hints,
+    # `mask`'s change list) and the linker search for libhs (only when its soname is
+    # missing) cost every run of `render` start-up time otherwise.
+    modules = imported(tmp_path, "render", "--config", CONFIG, JOB)
+    assert "worker.render.renderer" in modules
+    assert not modules & {"schemas.reply", "difflib", "ctypes.util", "subprocess"}
+
+
+def test_render_with_a_warm_cache_parses_no_yaml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first run keeps the parsed worker.yaml beside the masking database; the
+    # next reads it back without importing PyYAML (worker/render/config_cache.py).
+    monkeypatch.setenv("PROMPT_WORKER_CACHE_DIR", str(tmp_path / "cache"))
+    assert "yaml" in imported(tmp_path, "render", "--config", CONFIG, JOB)
+    modules = imported(tmp_path, "render", "--config", CONFIG, JOB)
+    assert "worker.render.renderer" in modules
+    assert "yaml" not in modules
+
+
 def test_mask_of_one_text_needs_no_transport_or_logging(tmp_path: Path) -> None:
     modules = imported(tmp_path, "mask", "--config", CONFIG, "-", stdin=b"password=hunter2\n")
     assert "worker.masking.masker" in modules

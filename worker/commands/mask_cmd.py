@@ -10,7 +10,6 @@ masked, 2 for usage, unreadable input or a bad configuration.
 """
 
 import argparse
-import difflib
 import sys
 from collections import Counter
 from typing import Any
@@ -46,6 +45,8 @@ def _read(source: str) -> bytes:
 
 def _changes(original: str, masked: str) -> list[dict[str, Any]]:
     """Input line ranges that changed, each with the masked lines that replace it."""
+    import difflib  # here: the CLI imports this module for every command's --help line
+
     before = original.splitlines()
     after = masked.splitlines()
     changes = []

@@ -9,6 +9,7 @@ any produced an error reply, 2 for usage.
 """
 
 import argparse
+import gc
 import io
 import mmap
 import os
@@ -241,10 +242,18 @@ def _cuts(stream: IO[bytes], workers: int) -> list[int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from worker.render.renderer import Renderer
+    # Start-up allocates tens of thousands of long-lived objects (models, schemas,
+    # detectors) and no garbage worth collecting: the collector would only scan them,
+    # over and over. They are frozen (never scanned again) once the renderer is built.
+    gc.disable()
+    try:
+        from worker.render.renderer import Renderer
 
-    config = load_config_or_exit(args.config)
-    renderer = Renderer(config)
+        config = load_config_or_exit(args.config)
+        renderer = Renderer(config)
+    finally:
+        gc.freeze()
+        gc.enable()
     try:
         stream: IO[bytes] = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
     except OSError as exc:

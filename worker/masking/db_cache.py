@@ -13,7 +13,8 @@ file is noticed and ignored; a payload the library still refuses (e.g. compiled 
 CPU with other vector instructions, over a shared home directory) is compiled again.
 Writers write a private temporary file and rename it over the name, so concurrent
 writers and readers only ever see whole files. Any failure to read or write the cache
-is silent: it is only ever a shortcut.
+is silent: it is only ever a shortcut. The same files, under their own name and
+header, also keep parsed worker.yaml files (worker/render/config_cache.py).
 
 Where: `$PROMPT_WORKER_CACHE_DIR` (empty: no cache), else `$XDG_CACHE_HOME/prompt-worker`,
 else `~/.cache/prompt-worker`.
@@ -30,7 +31,11 @@ from pathlib import Path
 from typing import TypeVar
 
 CACHE_ENV = "PROMPT_WORKER_CACHE_DIR"
-_MAGIC = b"prompt-worker hyperscan database v1\n"
+# Each kind of file has its own header (and name prefix).
+_MAGIC = {
+    "hyperscan": b"prompt-worker hyperscan database v1\n",
+    "config": b"prompt-worker parsed configuration v1\n",  # worker/render/config_cache.py
+}
 _DIGEST_SIZE = hashlib.sha256().digest_size
 
 Database = TypeVar("Database")
@@ -68,29 +73,30 @@ def database_key(engine: str, expressions: list[bytes], flags: list[int]) -> str
     return digest.hexdigest()
 
 
-def _path(directory: Path, key: str) -> Path:
-    return directory / f"hyperscan-{key}.db"
+def _path(directory: Path, key: str, kind: str) -> Path:
+    return directory / f"{kind}-{key}.db"
 
 
-def load(key: str) -> bytes | None:
+def load(key: str, kind: str = "hyperscan") -> bytes | None:
     """The payload stored under `key`, or None when absent, unreadable or damaged."""
     directory = cache_dir()
     if directory is None:
         return None
     try:
-        data = _path(directory, key).read_bytes()
+        data = _path(directory, key, kind).read_bytes()
     except OSError:
         return None
-    header = len(_MAGIC) + _DIGEST_SIZE
-    if not data.startswith(_MAGIC) or len(data) <= header:
+    magic = _MAGIC[kind]
+    header = len(magic) + _DIGEST_SIZE
+    if not data.startswith(magic) or len(data) <= header:
         return None
     payload = data[header:]
-    if hashlib.sha256(payload).digest() != data[len(_MAGIC) : header]:
+    if hashlib.sha256(payload).digest() != data[len(magic) : header]:
         return None
     return payload
 
 
-def store(key: str, payload: bytes) -> None:
+def store(key: str, payload: bytes, kind: str = "hyperscan") -> None:
     """Store `payload` under `key`; silently does nothing when that is not possible."""
     directory = cache_dir()
     if directory is None:
@@ -98,10 +104,10 @@ def store(key: str, payload: bytes) -> None:
     temporary = None
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=".hyperscan-", suffix=".tmp")
+        descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{kind}-", suffix=".tmp")
         with os.fdopen(descriptor, "wb") as handle:
-            handle.write(_MAGIC + hashlib.sha256(payload).digest() + payload)
-        os.replace(temporary, _path(directory, key))
+            handle.write(_MAGIC[kind] + hashlib.sha256(payload).digest() + payload)
+        os.replace(temporary, _path(directory, key, kind))
         temporary = None
     except OSError:
         pass

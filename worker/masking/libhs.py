@@ -13,9 +13,9 @@ prefilter then uses the wheel (or plain Python).
 """
 
 import ctypes
-import ctypes.util
 import os
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 HS_SUCCESS = 0
@@ -123,9 +123,18 @@ def load() -> Library | None:
         return _loaded["library"]
 
 
+def _candidates() -> Iterator[str]:
+    """Names to try, in order. The linker's search runs only when the soname failed:
+    it imports subprocess and runs `ldconfig -p`, a cost to every start-up otherwise."""
+    yield os.environ.get(_ENV_PATH, "")
+    yield _SONAME
+    import ctypes.util
+
+    yield ctypes.util.find_library("hs") or ""
+
+
 def _load() -> Library | None:
-    candidates = [os.environ.get(_ENV_PATH, ""), _SONAME, ctypes.util.find_library("hs") or ""]
-    for name in filter(None, candidates):
+    for name in filter(None, _candidates()):
         try:
             library = Library(ctypes.CDLL(name))
         except (OSError, AttributeError):  # absent, or not Hyperscan

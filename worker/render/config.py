@@ -4,13 +4,11 @@ Loaded once at start-up. A malformed file is a `ConfigError` naming the file and
 problem; the CLI turns it into a one-line message and exit code 2, never a traceback.
 """
 
-import difflib
 import os
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worker.errors import ConfigError
@@ -18,6 +16,10 @@ from worker.families.contributors import ContributorDefinition
 from worker.families.mcp_servers import MCPServerRegistry
 from worker.families.system_prompt.config import PromptDefinition, SystemPromptConfig
 from worker.masking.config import CustomPattern, MaskingConfig
+from worker.render import config_cache
+
+if TYPE_CHECKING:
+    import yaml
 
 CONFIG_ENV = "PROMPT_WORKER_CONFIG"
 
@@ -75,6 +77,8 @@ def _unknown_key(loc: tuple[int | str, ...]) -> str:
         return "unknown key"
     known = sorted(model.model_fields)
     message = f"unknown key (known: {', '.join(known)})"
+    import difflib  # only a faulty configuration needs it
+
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)
     if close:
         message += f"; did you mean {close[0]!r}?"
@@ -92,7 +96,7 @@ _SECTIONS: dict[tuple[int | str, ...], type[BaseModel]] = {
 }
 
 
-def _yaml_error(source: str, exc: yaml.YAMLError) -> str:
+def _yaml_error(source: str, exc: "yaml.YAMLError") -> str:
     """One line: file, line and column (1-based, as editors count), and the problem."""
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -138,8 +142,20 @@ def load_config(path: str | os.PathLike[str] | None = None) -> WorkerConfig:
         raise ConfigError(f"{source}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{source}: cannot read: {exc}") from None
+    return parse_config(_parsed(text, source), source)
+
+
+def _parsed(text: str, source: str) -> Any:
+    """The YAML document in `text`: as parsed by an earlier run when the cache has it
+    (no PyYAML import), else parsed now, and kept for the next run."""
+    found, data = config_cache.load(text)
+    if found:
+        return data
+    import yaml
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(_yaml_error(source, exc)) from None
-    return parse_config(data, source)
+    config_cache.store(text, data)
+    return data

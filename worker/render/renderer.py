@@ -13,8 +13,8 @@ import orjson
 from pydantic import ValidationError
 
 from schemas.budget import Budget
+from schemas.codes import ErrorCode
 from schemas.job import Job, kind_rule_violations
-from schemas.reply import ErrorCode
 from worker import __version__
 from worker.families import FAMILIES
 from worker.families.base import Builder, Messages, RenderContext

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from schemas.reply import ErrorCode
+from schemas.codes import ErrorCode
 
 
 @dataclass(slots=True)

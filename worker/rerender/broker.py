@@ -32,7 +32,7 @@ import orjson
 from aio_pika.abc import AbstractConnection
 
 from schemas.budget import Budget
-from schemas.reply import ErrorCode
+from schemas.codes import ErrorCode
 from worker.ops.logs import silence_broker_libraries
 from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder

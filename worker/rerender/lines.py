@@ -18,8 +18,8 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from schemas.codes import ErrorCode
 from schemas.job import KIND_ALIASES, Kind
-from schemas.reply import ErrorCode
 
 BLOCK_BYTES = 1 << 20
 PRIOR_KEYS = ("messages", "expected_messages")

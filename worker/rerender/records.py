@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from schemas.reply import ErrorCode
+from schemas.codes import ErrorCode
 from worker.render.replies import RenderOutcome
 from worker.rerender.drift import CHANGED, classify, message_diff
 from worker.rerender.lines import Line, canonical_kind

@@ -64,7 +64,7 @@ from aiormq.exceptions import (
 from pamqp.commands import Basic
 from yarl import URL
 
-from schemas.reply import ErrorCode
+from schemas.codes import ErrorCode
 from worker.ops.logs import format_exception, get_logger, payload_logging_enabled
 from worker.ops.metrics import Metrics, kind_label
 from worker.render.renderer import Renderer
