@@ -359,11 +359,22 @@ class TcpProxy:
             return
         self._writers.update((client_w, broker_w))
         await asyncio.gather(
-            self._pipe(client_r, broker_w), self._pipe(broker_r, client_w), return_exceptions=True
+            self._upstream(client_r, client_w, broker_w),
+            self._pipe(broker_r, client_w),
+            return_exceptions=True,
         )
         for writer in (client_w, broker_w):
             self._writers.discard(writer)
             writer.transport.abort()
+
+    async def _upstream(
+        self,
+        client_r: asyncio.StreamReader,
+        client_w: asyncio.StreamWriter,
+        broker_w: asyncio.StreamWriter,
+    ) -> None:
+        """Client to broker (a proxy that plays the broker overrides this)."""
+        await self._pipe(client_r, broker_w)
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

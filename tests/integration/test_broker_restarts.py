@@ -36,8 +36,8 @@ from pamqp.frame import marshal
 from tests.integration.helpers import (
     AMQP_URL,
     StartWorker,
+    TcpProxy,
     a_job,
-    free_port,
     queue_depth,
     wait_for,
 )
@@ -56,63 +56,25 @@ QUEUE_DECLARE = (50, 10)
 CONNECTION_CLOSE_OK = (10, 51)
 
 
-class HangUpAtDeclare:
+class HangUpAtDeclare(TcpProxy):
     """A TCP forwarder to the broker that answers the first `queue.declare` it sees
     with `connection.close(code)`, as a broker does that shuts down (320
     CONNECTION_FORCED) or fails a queue while starting (541 INTERNAL_ERROR); every
     later connection is forwarded untouched."""
 
     def __init__(self, code: int, text: str, target_port: int = 5672) -> None:
+        super().__init__(target_port)
         self.code, self.text = code, text
-        self.target_port = target_port
-        self.port = free_port()
         self.hung_up = 0
-        self._server: asyncio.Server | None = None
-        self._transports: set[asyncio.Transport] = set()
-
-    @property
-    def url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.port}/"
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for transport in list(self._transports):
-            transport.abort()
-
-    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        broker_r, broker_w = await asyncio.open_connection("127.0.0.1", self.target_port)
-        for writer in (client_w, broker_w):
-            self._transports.add(writer.transport)  # type: ignore[arg-type]
-        armed = self.hung_up == 0
-        await asyncio.gather(
-            self._upstream(client_r, client_w, broker_w, armed),
-            self._pipe(broker_r, client_w),
-            return_exceptions=True,
-        )
-        for writer in (client_w, broker_w):
-            writer.transport.abort()
-
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        finally:
-            writer.transport.abort()
 
     async def _upstream(
         self,
         client_r: asyncio.StreamReader,
         client_w: asyncio.StreamWriter,
         broker_w: asyncio.StreamWriter,
-        armed: bool,
     ) -> None:
-        """Client to broker, frame by frame while armed."""
-        if not armed:
+        """Client to broker, frame by frame on the first connection."""
+        if self.hung_up:
             await self._pipe(client_r, broker_w)
             return
         broker_w.write(await client_r.readexactly(PROTOCOL_HEADER))
@@ -395,30 +357,20 @@ def start_node(node: ExtraNode) -> None:
 
 
 # How the broker goes down, and how it comes back.
-STOP_APP = (ExtraNode.stop_app, start_app)
-NODE_RESTART = (ExtraNode.stop, start_node)
-KILL_9 = (ExtraNode.kill, start_node)
+RESTARTS = [
+    pytest.param("stop-app", (ExtraNode.stop_app, start_app), id="application"),
+    pytest.param("node-restart", (ExtraNode.stop, start_node), id="node"),
+    pytest.param("kill-9", (ExtraNode.kill, start_node), id="kill-9"),
+]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-async def test_restarting_the_broker_application_under_load_loses_no_job(
-    start_worker: StartWorker, topo: Topology
+@pytest.mark.parametrize(("label", "restart"), RESTARTS)
+async def test_a_broker_restarted_under_load_loses_no_job(
+    start_worker: StartWorker,
+    topo: Topology,
+    label: str,
+    restart: tuple[Callable[[ExtraNode], None], Callable[[ExtraNode], None]],
 ) -> None:
-    await restart_under_load(start_worker, topo, "stop-app", STOP_APP)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-async def test_restarting_the_broker_node_under_load_loses_no_job(
-    start_worker: StartWorker, topo: Topology
-) -> None:
-    await restart_under_load(start_worker, topo, "node-restart", NODE_RESTART)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-async def test_a_broker_node_killed_under_load_and_started_again_loses_no_job(
-    start_worker: StartWorker, topo: Topology
-) -> None:
-    await restart_under_load(start_worker, topo, "kill-9", KILL_9)
+    await restart_under_load(start_worker, topo, label, restart)
