@@ -46,6 +46,23 @@ async def test_frames_of_another_connection_change_nothing() -> None:
     assert not flow.blocked and changes.count == 0
 
 
+async def test_the_frames_are_seen_after_aiormq_is_quieted() -> None:
+    """Quieting the library afterwards (a higher log level, or a one-shot command's
+    silence_broker_libraries in the same process) must not hide the frames."""
+    ours, changes = object(), Changes()
+    flow = a_flow(ours, changes)
+    library = logging.getLogger("aiormq")
+    level = library.level
+    library.setLevel(logging.CRITICAL)
+    try:
+        AIORMQ.warning("Connection %r was blocked by: %r", ours, "low on memory")
+        assert flow.blocked
+        AIORMQ.warning("Connection %r was unblocked", ours)
+        assert not flow.blocked
+    finally:
+        library.setLevel(level)
+
+
 async def test_a_lost_connection_releases_the_held_deliveries() -> None:
     ours, changes = object(), Changes()
     flow = a_flow(ours, changes)

@@ -130,9 +130,10 @@ class _FrameLines(logging.Filter):
         cls.installed = True
         logger = logging.getLogger(_LOGGER)
         logger.addFilter(cls())
-        # The records are warnings: they must be made whatever the log level.
-        if logger.getEffectiveLevel() > logging.WARNING:
-            logger.setLevel(logging.WARNING)
+        # The records are warnings: they must be made whatever the log level. Pinned on
+        # this logger itself, so that quieting "aiormq" later (a higher log level, the
+        # one-shot commands' silence_broker_libraries) cannot hide the frames.
+        logger.setLevel(min(logger.getEffectiveLevel(), logging.WARNING))
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.msg not in (_BLOCKED, _UNBLOCKED):
