@@ -263,7 +263,10 @@ class Worker:
     def _on_link_down(self, _sender: Any = None, exc: Any = None, *_: Any) -> None:
         if self._link_up and not self._stop_requested:
             reason = describe(exc) if isinstance(exc, BaseException) else None
-            self.log.warning("broker_link_down", in_flight=self._in_flight, error=reason)
+            # Not `_in_flight`: the channel's handlers are cancelled before this runs.
+            # The deliveries left open are the jobs the broker will hand out again.
+            unsettled = self._acks.open_count if self._acks is not None else 0
+            self.log.warning("broker_link_down", unsettled=unsettled, error=reason)
         self._link_up = False
         # A new connection starts unblocked; should the alarm last, its first reply
         # blocks it again.
