@@ -11,11 +11,16 @@ from aio_pika import RobustConnection
 from yarl import URL
 
 from tests.unavailable import AMQP_URL
-from worker.transport.addresses import connect_first, first_address, split_addresses
+from worker.transport.addresses import (
+    connect_first,
+    first_address,
+    redact_addresses,
+    split_addresses,
+)
 from worker.transport.broker_failures import ConnectFailed, broker_address, connect_failure
 from worker.transport.client import PromptBrokerUnreachable, PromptClient
 from worker.transport.connection import BrokerConnection
-from worker.transport.consumer import connection_urls, redacted_url
+from worker.transport.consumer import connection_urls
 from worker.transport.settings import SettingsError, from_env, parse_amqp_url
 
 ONE = "amqp://guest:s3cret@rabbit.internal:5672/prod"
@@ -74,8 +79,11 @@ def test_each_address_gets_the_worker_defaults_and_loses_its_password_in_logs() 
     urls = connection_urls("amqp://u:p@n1/,amqp://u:p@n2/?reconnect_interval=7")
     assert [url.query.get("reconnect_interval") for url in urls] == ["2", "7"]
     assert all(url.query.get("fail_fast") == "false" for url in urls)
-    assert redacted_url("amqp://u:p@n1/,amqp://u:q@n2/") == "amqp://u:***@n1/,amqp://u:***@n2/"
-    assert redacted_url(ONE) == "amqp://guest:***@rabbit.internal:5672/prod"
+    assert redact_addresses("amqp://u:p@n1/,amqp://u:q@n2/") == "amqp://u:***@n1/,amqp://u:***@n2/"
+    assert redact_addresses(ONE) == "amqp://guest:***@rabbit.internal:5672/prod"
+    # The host as written: an IPv6 address keeps its brackets.
+    assert redact_addresses("amqps://u:p@[::1]:5671/v") == "amqps://u:***@[::1]:5671/v"
+    assert redact_addresses("amqp://127.0.0.1/") == "amqp://127.0.0.1/"
 
 
 def closed_port() -> int:

@@ -25,7 +25,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import aio_pika
 import orjson
@@ -37,7 +36,7 @@ from worker.ops.logs import silence_broker_libraries
 from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.sink import EngineError, Input, Sink
-from worker.transport.addresses import SEPARATOR, first_address
+from worker.transport.addresses import first_address, redact_addresses
 from worker.transport.broker_failures import connect_failure
 from worker.transport.rpc import RpcLink
 from worker.transport.tls import TlsFiles, connect_kwargs
@@ -52,20 +51,6 @@ STOP_GRACE_SECONDS = 10.0
 _TICK_SECONDS = 0.1
 # Records handed to the sink at once (besides every tick).
 _EMIT_RECORDS = 512
-
-
-def redact_url(url: str) -> str:
-    """The URL (or each of a cluster's URLs) without its password, for messages and the
-    report."""
-    return SEPARATOR.join(_redact_one(item) for item in url.split(SEPARATOR))
-
-
-def _redact_one(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @dataclass(slots=True)
@@ -132,7 +117,7 @@ class BrokerEngine:
         return {
             "engine": self.name,
             "broker": {
-                "url": redact_url(self.url),
+                "url": redact_addresses(self.url),
                 "request_queue": self.request_queue,
                 "window": self.window,
                 "timeout_s": self.timeout,
@@ -152,7 +137,7 @@ class BrokerEngine:
 
     async def _connect(self) -> None:
         silence_broker_libraries()
-        where = redact_url(self.url)
+        where = redact_addresses(self.url)
         try:
             await self._link.open(timeout=CONNECT_TIMEOUT)
             return
@@ -173,7 +158,7 @@ class BrokerEngine:
         except aio_pika.exceptions.ChannelNotFoundEntity:
             raise EngineError(
                 f"the request queue {self.request_queue!r} does not exist on "
-                f"{redact_url(self.url)}: start `prompt-worker serve` (it declares the queue) "
+                f"{redact_addresses(self.url)}: start `prompt-worker serve` (it declares the queue) "
                 "or pass the fleet's --request-queue"
             ) from None
         consumers = queue.declaration_result.consumer_count

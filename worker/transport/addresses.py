@@ -12,7 +12,7 @@ it. One URL reads exactly as it always did.
 
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from worker.transport.broker_failures import ConnectFailed, broker_address, is_access_refused
 
@@ -73,6 +73,21 @@ def parse_addresses(text: str) -> str:
 def first_address(text: str) -> str:
     """The first URL of the list (what scheme and TLS settings are read from)."""
     return text.split(SEPARATOR, 1)[0]
+
+
+def redact_addresses(text: str) -> str:
+    """The setting (one URL or a cluster's list) with every password replaced by `***`,
+    for logs, messages and reports; hosts are kept as written (IPv6 brackets too)."""
+    return SEPARATOR.join(_redact_one(item) for item in text.split(SEPARATOR))
+
+
+def _redact_one(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostport}"))
 
 
 async def connect_first(urls: list[str], attempt: Callable[[str], Awaitable[T]]) -> T:

@@ -71,7 +71,7 @@ from worker.render.renderer import Renderer
 from worker.render.replies import RenderOutcome, error_reply, peek_identity
 from worker.transport import faults, tls, topology
 from worker.transport.acks import AcksNotSent, BatchedAcks
-from worker.transport.addresses import split_addresses
+from worker.transport.addresses import redact_addresses, split_addresses
 from worker.transport.broker_failures import describe
 from worker.transport.connection import Backoff, BrokerConnection
 from worker.transport.deadline import EventLoopSlice, SliceOverrun
@@ -129,15 +129,6 @@ def connection_url(amqp_url: str) -> URL:
 def connection_urls(amqp_url: str) -> list[URL]:
     """`connection_url` of each address of the setting (one, or a cluster's nodes)."""
     return [connection_url(address) for address in split_addresses(amqp_url)]
-
-
-def redacted_url(amqp_url: str) -> str:
-    """The setting with every password replaced by `***`."""
-    parts = []
-    for address in split_addresses(amqp_url):
-        url = URL(address)
-        parts.append(str(url.with_password("***")) if url.password else address)
-    return ",".join(parts)
 
 
 def delivery_count(message: DeliveredMessage) -> int:
@@ -369,7 +360,7 @@ class Worker:
         self._connection = connection
         connection.close_callbacks.add(self._on_link_down)
         connection.reconnect_callbacks.add(self._on_reconnected)
-        self.log.info("connecting", url=redacted_url(self.settings.amqp_url))
+        self.log.info("connecting", url=redact_addresses(self.settings.amqp_url))
         for address in addresses:
             await tls.check_server(address, broker_tls)
         await connection.connect()
