@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING
 
-from worker.commands.common import add_config_argument, load_config_or_exit
+from worker.commands.common import add_config_argument, load_config_or_exit, usable_cores
 
 if TYPE_CHECKING:
     from worker.render.replies import RenderOutcome
@@ -48,10 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers",
         type=_positive_int,
-        default=1,
+        default=None,
         metavar="N",
-        help="render a JSON Lines file in N processes, each a contiguous part, output in "
-        "input order (default 1; pipes and single documents always use one)",
+        help="processes rendering a JSON Lines file, output still in input order (default: "
+        "the usable cores; files under 8 MiB, pipes and single documents use one)",
     )
 
 
@@ -223,22 +223,34 @@ def _render_jobs(bodies: Iterable[bytes], render: "Render", out: IO[bytes]) -> i
     return failed
 
 
-def _cuts(stream: IO[bytes], workers: int) -> list[int] | None:
-    """Where to cut the input into parts, one per process; None for one process: one
-    was asked for, or the input is not a regular file, or not JSON Lines."""
-    if workers < 2:
+def _cuts(stream: IO[bytes], out: IO[bytes], workers: int) -> list[int] | None:
+    """Where to cut the input into chunks for `workers` processes; None for one
+    process: one was asked for, or the input is not a regular file of JSON Lines large
+    enough to share out, or the output has no descriptor to share."""
+    if workers < 2 or not _has_descriptor(out):
         return None
-    from worker.commands.render_parts import boundaries
+    from worker.commands.render_parts import boundaries, chunk_count
 
     regular = _regular_file(stream)
     if regular is None:
         return None
     descriptor, size, start = regular
+    chunks = chunk_count(size - start, workers)
+    if chunks < 2:
+        return None
     first = next(_jobs(_map_lines(descriptor, size, start)), None)
     if first is None or not _is_json(first):
         return None
     with mmap.mmap(descriptor, size, access=mmap.ACCESS_READ) as data:
-        return boundaries(data.find, start, size, workers)
+        return boundaries(data.find, start, size, chunks)
+
+
+def _has_descriptor(stream: IO[bytes]) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
 
 
 def run(args: argparse.Namespace) -> int:
@@ -263,11 +275,12 @@ def run(args: argparse.Namespace) -> int:
     render = renderer.render
     with stream:
         try:
-            cuts = _cuts(stream, args.workers)
+            workers = args.workers or usable_cores()
+            cuts = _cuts(stream, out, workers)
             if cuts is None:
                 failed = _render_jobs(iter_jobs(stream, out.flush), render, out)
             else:
-                from worker.commands.render_parts import PartFailed, render_in_parts
+                from worker.commands.render_parts import PartFailed, render_in_turns
 
                 descriptor = stream.fileno()
 
@@ -275,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
                     return _render_jobs(_jobs(_map_lines(descriptor, end, start)), render, target)
 
                 try:
-                    failed = render_in_parts(cuts, render_range, out)
+                    failed = render_in_turns(cuts, workers, render_range, out)
                 except PartFailed as exc:
                     print(f"prompt-worker render: {exc}", file=sys.stderr)
                     return 2

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from worker.commands.common import add_config_argument, load_config_or_exit
+from worker.commands.common import add_config_argument, load_config_or_exit, usable_cores
 from worker.errors import ConfigError
 
 # The serve settings the broker engine shares, with the same flags and variables.
@@ -72,7 +72,7 @@ def _amqp_url(text: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from worker.rerender.progress import MODES
-    from worker.rerender.run import DEFAULT_DIFF_LIMIT, default_workers
+    from worker.rerender.run import DEFAULT_DIFF_LIMIT
     from worker.transport.settings import add_arguments as add_setting_arguments
 
     parser.add_argument("input", metavar="INPUT.jsonl", help="jobs, one a line; - for stdin")
@@ -103,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_int_at_least(1),
         default=None,
         metavar="N",
-        help=f"render processes (default: the usable cores, here {default_workers()})",
+        help=f"render processes (default: the usable cores, here {usable_cores()})",
     )
     add_config_argument(parser)
     broker = parser.add_argument_group("broker engine")
@@ -228,7 +228,7 @@ def _default_budget(args: argparse.Namespace) -> "Budget | None":
 
 
 def run(args: argparse.Namespace) -> int:
-    from worker.rerender.run import EXIT_USAGE, Options, RerenderError, default_workers
+    from worker.rerender.run import EXIT_USAGE, Options, RerenderError
     from worker.rerender.run import run as run_rerender
     from worker.rerender.sink import Engine
 
@@ -267,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
             except ConfigError as exc:  # a family's start-up check of the configuration
                 raise RerenderError(f"configuration error: {exc}") from None
             versions = renderer.template_versions()
-            engine = LocalEngine(renderer, args.workers or default_workers())
+            engine = LocalEngine(renderer, args.workers or usable_cores())
         return run_rerender(options, engine, renderer_template_versions=versions)
     except RerenderError as exc:
         print(f"prompt-worker rerender: {exc}", file=sys.stderr)

@@ -40,13 +40,6 @@ class RerenderError(Exception):
     """A usage, input or configuration problem: one line for the operator, exit 2."""
 
 
-def default_workers() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 @dataclass(frozen=True, slots=True)
 class Options:
     input: str
