@@ -159,6 +159,28 @@ async def test_credentials_revoked_while_running_stop_the_worker_with_exit_2(
 
 
 @needs_broker
+async def test_a_user_without_permissions_is_one_line_and_exit_2(
+    start_worker: StartWorker,
+) -> None:
+    # A user of this test's own on the shared broker that may log in and do nothing.
+    user, password = f"test-no-perms-{uuid.uuid4().hex[:10]}", uuid.uuid4().hex
+    rabbitmqctl("add_user", user, password)
+    try:
+        rabbitmqctl("set_permissions", "-p", "/", user, "^$", "^$", "^$")
+        url = f"amqp://{user}:{password}@{broker_address(AMQP_URL)}/?reconnect_interval=0.2"
+        worker = start_worker(amqp_url=url)
+        assert await worker.wait_exit() == 2
+        events = only_worker_lines(worker)
+        (refused,) = named(events, "broker_permission_refused")
+        assert refused["level"] == "error"
+        assert "ACCESS_REFUSED" in refused["error"]
+        assert "Traceback" not in worker.logs()
+        assert not named(events, "broker_link_down"), "a refusal for good was retried"
+    finally:
+        rabbitmqctl("delete_user", user)
+
+
+@needs_broker
 async def test_wrong_credentials_stop_every_process_of_the_group(
     start_worker: StartWorker,
 ) -> None:

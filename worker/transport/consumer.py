@@ -333,18 +333,30 @@ class Worker:
             return self._exit_code
         try:
             connecting.result()
-        except (TopologyError, tls.TlsRefused) as exc:
+        except (TopologyError, tls.TlsRefused, ChannelAccessRefused) as exc:
             stopping.cancel()
             warming.cancel()
             await asyncio.gather(warming, return_exceptions=True)
-            event = "topology_conflict" if isinstance(exc, TopologyError) else "broker_tls_refused"
-            self.log.error(event, error=str(exc))
+            self._log_refused_start(exc)
             await self._close()
             return 2
         await stopping
         await self._drain()
         await self._close()
         return self._exit_code
+
+    def _log_refused_start(self, exc: Exception) -> None:
+        """One error line for a start the broker refused for good (exit status 2)."""
+        if isinstance(exc, TopologyError):
+            self.log.error("topology_conflict", error=str(exc))
+        elif isinstance(exc, tls.TlsRefused):
+            self.log.error("broker_tls_refused", error=str(exc))
+        else:  # the user may log in but not declare or use the worker's queues
+            self.log.error(
+                "broker_permission_refused",
+                error=describe(exc),
+                detail="grant the broker user the permissions of deploy/rabbitmq/users.json",
+            )
 
     async def _start(self, warming: "asyncio.Task[bool]") -> None:
         addresses = split_addresses(self.settings.amqp_url)
