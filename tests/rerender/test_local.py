@@ -15,6 +15,7 @@ from tests.rerender.files import CONFIG, conformance_lines, records, write_lines
 from worker.cli import main
 from worker.render.config import load_config
 from worker.render.renderer import Renderer
+from worker.render.replies import RenderOutcome
 from worker.rerender.drift import DiffWriter, message_diff
 from worker.rerender.lines import LineReader, byte_ranges, parse_line, read_range, split_lines
 from worker.rerender.local import LocalEngine
@@ -113,6 +114,33 @@ def test_fast_record_path_gives_the_same_bytes_as_the_generic_one(
         fast.add_rendered(line, outcome)
         generic.add(line, orjson.loads(outcome.body))
         assert fast.result(0).output == generic.result(0).output
+
+
+def test_fast_record_path_finds_the_reply_meta_among_other_meta_keys() -> None:
+    """The reply's own "meta" is the last key of the body; a "meta" key inside it or
+    inside a message, or the text of one in a message, leaves a record equal to the
+    generic path's (or sends it down that path)."""
+    messages = [
+        {"role": "system", "content": 'quoted ,"meta":{"a":1}} text'},
+        {"role": "user", "content": "hi", "meta": {"x": 1}},
+    ]
+    metas = [
+        {"family": "tarsy", "render_ms": 0.5, "meta": {"nested": True}},
+        {"family": "tarsy", "render_ms": 0.5, "extra": {"meta": {"deeper": [1]}}},
+        {"family": "tarsy", "render_ms": 0.5},
+    ]
+    for meta in metas:
+        reply = {"job_id": "j", "status": "ok", "kind": "react", "messages": messages}
+        reply["meta"] = meta
+        outcome = RenderOutcome(
+            body=orjson.dumps(reply), status="ok", job_id="j", kind="react", messages=messages
+        )
+        for raw in (b'{"job_id":"j"}', orjson.dumps({"job": {}, "messages": messages})):
+            line = parse_line(raw)
+            fast, generic = ChunkBuilder(10), ChunkBuilder(10)
+            fast.add_rendered(line, outcome)
+            generic.add(line, orjson.loads(outcome.body))
+            assert fast.result(0).output == generic.result(0).output, meta
 
 
 def test_message_diff_shows_the_change_per_message() -> None:

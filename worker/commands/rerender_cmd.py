@@ -228,9 +228,13 @@ def _default_budget(args: argparse.Namespace) -> "Budget | None":
 
 
 def run(args: argparse.Namespace) -> int:
+    from worker.heap import keep_freed_memory
     from worker.rerender.run import EXIT_USAGE, Options, RerenderError
     from worker.rerender.run import run as run_rerender
     from worker.rerender.sink import Engine
+
+    # Records are built and freed a chunk at a time, in every engine: see worker/heap.py.
+    keep_freed_memory()
 
     options = Options(
         input=args.input,

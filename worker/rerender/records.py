@@ -201,7 +201,7 @@ class ChunkBuilder:
         orjson wrote it, so only the small meta object is re-serialised.
         """
         body = outcome.body
-        start = body.find(_META_KEY)
+        start = body.rfind(_META_KEY)
         meta: Any = None
         if start > 0 and body.endswith(b"}}"):
             try:
