@@ -29,11 +29,11 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-import aio_pika
 from structlog.typing import FilteringBoundLogger
 from yarl import URL
 
 from worker.transport.broker_failures import broker_address, describe, is_access_refused
+from worker.transport.rotation import RotatingConnection
 
 # Longest pause between two connection attempts.
 RECONNECT_BACKOFF_CAP = 30.0
@@ -66,9 +66,10 @@ class Backoff:
         self.failures = 0
 
 
-class BrokerConnection(aio_pika.RobustConnection):
-    """A robust connection that backs off, logs one line per failed attempt and gives
-    up on wrong credentials. `on_refused(reason)` runs once, on ACCESS_REFUSED."""
+class BrokerConnection(RotatingConnection):
+    """A robust connection over the worker's addresses that backs off, logs one line per
+    failed attempt and gives up on wrong credentials. `on_refused(reason)` runs once,
+    on ACCESS_REFUSED."""
 
     def __init__(
         self,
@@ -78,48 +79,14 @@ class BrokerConnection(aio_pika.RobustConnection):
         log: FilteringBoundLogger,
         **kw: Any,
     ) -> None:
+        # Before the base class: it sets `reconnect_interval` from the first URL.
         self._backoff = Backoff(1.0)
         self._pause = 0.0
-        # The nodes to try, in order; aio-pika connects to `self.url` on every attempt
-        # (it reads the attribute anew each time), so rotating means replacing it.
-        self._urls = list(urls)
-        self._current = 0
-        # The address the latest attempt or link was on, recorded before rotating:
-        # aio-pika runs `_on_connection_close` before it logs the failed attempt.
-        self._tried: URL | None = None
-        # The options (`reconnect_interval`, `fail_fast`, ...) are parsed once, from
-        # the first address.
-        super().__init__(self._urls[0], **kw)
+        super().__init__(urls, **kw)
         self.refused = False
         self._on_refused = on_refused
         self._log = log
         _AttemptLines.install()
-
-    @property
-    def broker(self) -> str:
-        """`host:port` of the node in use (or tried next), never a credential."""
-        return broker_address(self.url)
-
-    def _rotate_from(self, tried: URL) -> None:
-        """Move on to the next address, unless another event already moved past `tried`
-        (a failed attempt is seen twice: as a closed connection, then as a log record)."""
-        self._tried = tried
-        # Compared as host:port: aiormq adds the default port to the URL it keeps.
-        if broker_address(self.url) == broker_address(tried):
-            self._current = (self._current + 1) % len(self._urls)
-            self.url = self._urls[self._current]
-
-    def _link_url(self) -> URL:
-        """The address of the link just lost or the attempt just failed."""
-        transport = self.transport
-        if transport is not None:
-            return URL(str(transport.connection.url))
-        return self.url
-
-    async def _on_connection_close(self, closing: Any) -> None:
-        if not (self._close_called or self.is_closed):
-            self._rotate_from(self._link_url())
-        await super()._on_connection_close(closing)
 
     # aio-pika sleeps `reconnect_interval` after each failed attempt, reading it anew
     # every time: the property hands it the current pause of the backoff.

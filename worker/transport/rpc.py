@@ -12,9 +12,11 @@ call for the client, a sequence number per input line for rerender).
 Publishing and consuming go straight to aiormq's channel under aio-pika's: aio-pika's
 message objects cost a producer CPU per job for nothing it uses (docs/PERFORMANCE.md,
 "Batch re-rendering"). With several addresses (a cluster's nodes, comma-separated) the
-link connects to the first that answers. On a robust connection aio-pika restores
-the channel and re-declares the reply queue after a reconnect; the consumer, which it
-does not know about, is registered again each time the channel reopens.
+link connects to the first that answers; a robust link then reconnects round all of
+them (`RotatingConnection`), not only to the node it lost. On a robust connection
+aio-pika restores the channel and re-declares the reply queue after a reconnect; the
+consumer, which it does not know about, is registered again each time the channel
+reopens.
 """
 
 from collections.abc import Callable
@@ -27,6 +29,7 @@ from aiormq.abc import DeliveredMessage
 from yarl import URL
 
 from worker.transport.addresses import SEPARATOR, connect_first
+from worker.transport.rotation import RotatingConnection
 
 # A reply's correlation id (None when the worker sent none) and its body.
 OnReply = Callable[[str | None, bytes], None]
@@ -69,18 +72,27 @@ class RpcLink:
     async def open(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Connect, open the channel, declare the reply queue and consume it."""
 
+        addresses = str(self.url).split(SEPARATOR)
+
         async def attempt(url: str) -> AbstractConnection:
-            connection: AbstractConnection
-            if self.robust:
-                connection = await aio_pika.connect_robust(
+            if not self.robust:
+                plain: AbstractConnection = await aio_pika.connect(
                     url, timeout=timeout, **self.connect_kwargs
                 )
-            else:
-                connection = await aio_pika.connect(url, timeout=timeout, **self.connect_kwargs)
+                return plain
+            # Reconnects go round every address, from the one that answered first.
+            first = addresses.index(url)
+            order = [URL(address) for address in addresses[first:] + addresses[:first]]
+            connection = RotatingConnection(order, **self.connect_kwargs)
+            try:
+                await connection.connect(timeout)
+            except BaseException:
+                await connection.close()
+                raise
             return connection
 
         # Several addresses (a cluster's nodes): the first that answers.
-        self._connection = await connect_first(str(self.url).split(SEPARATOR), attempt)
+        self._connection = await connect_first(addresses, attempt)
         # on_return_raises: a job published to a queue that does not exist is an
         # error, not a silent drop.
         channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)

@@ -1,0 +1,88 @@
+"""`PromptClient` over a cluster's addresses: after losing its node it reconnects round
+the list, trying the next address after every failed attempt, not only the node it lost.
+
+The "nodes" are two TCP proxies in front of the shared broker, which a test stops and
+starts: a node that dies, or stays down while another comes back.
+"""
+
+import pytest
+
+from tests.integration.helpers import StartWorker, TcpProxy, a_job, wait_for
+from worker.transport.client import PromptClient
+from worker.transport.rotation import RotatingConnection
+from worker.transport.topology import Topology
+
+pytestmark = pytest.mark.broker
+
+
+def linked_through(client: PromptClient, proxy: TcpProxy) -> bool:
+    """Whether the client's connection is up, through `proxy`."""
+    link = client._link
+    if link is None:
+        return False
+    connection = link.connection
+    assert isinstance(connection, RotatingConnection)
+    transport = connection.transport
+    return (
+        transport is not None
+        and not transport.connection.is_closed
+        and connection.broker == f"127.0.0.1:{proxy.port}"
+    )
+
+
+async def a_build_works(client: PromptClient, job_id: str) -> None:
+    reply = await client.build(a_job(job_id), timeout=60)
+    assert reply["status"] == "ok", reply
+
+
+async def test_a_lost_node_is_left_for_the_next_address(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    worker = start_worker()
+    await worker.wait_ready()
+    first, second = TcpProxy(), TcpProxy()
+    await first.start()
+    await second.start()
+    urls = f"{first.url}?reconnect_interval=0.2,{second.url}?reconnect_interval=0.2"
+    try:
+        async with PromptClient(urls, request_queue=topo.request_queue) as client:
+            assert linked_through(client, first)
+            await a_build_works(client, "failover-before")
+            await first.stop()  # the node dies and stays down
+
+            async def on_second() -> bool:
+                return linked_through(client, second)
+
+            await wait_for(on_second, 30, "the client to reconnect through the second address")
+            await a_build_works(client, "failover-after")
+    finally:
+        await first.stop()
+        await second.stop()
+
+
+async def test_failed_attempts_go_round_every_address(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    """The link on the first address is lost while the second is down too: the next
+    attempt (on the second) fails, and the one after must go back to the first, which
+    is up again; a client that only moved on when a link was lost would keep trying
+    the second for ever."""
+    worker = start_worker()
+    await worker.wait_ready()
+    first, second = TcpProxy(), TcpProxy()
+    await first.start()
+    urls = f"{first.url}?reconnect_interval=0.2,{second.url}?reconnect_interval=0.2"
+    try:
+        async with PromptClient(urls, request_queue=topo.request_queue) as client:
+            assert linked_through(client, first)
+            await first.stop()  # lost: the next attempt goes to the second, which is down
+            await first.start()
+
+            async def on_first() -> bool:
+                return linked_through(client, first)
+
+            await wait_for(on_first, 30, "the client to come back through the first address")
+            await a_build_works(client, "failover-round")
+    finally:
+        await first.stop()
+        await second.stop()
