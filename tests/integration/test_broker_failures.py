@@ -7,15 +7,18 @@ raises an exception that says which. None of them lets the client library's own
 lines (URLs with their query, errno tuples, tracebacks) through.
 """
 
+import contextlib
 import itertools
 import signal
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from yarl import URL
 
 from tests.cli import prompt_worker
 from tests.integration.helpers import (
@@ -133,20 +136,30 @@ async def test_wrong_credentials_are_one_line_and_exit_2(start_worker: StartWork
     assert not named(events, "broker_unreachable"), "wrong credentials were retried"
 
 
+@contextlib.contextmanager
+def broker_user(prefix: str, permissions: tuple[str, str, str]) -> Iterator[str]:
+    """The URL of a user of the test's own on the shared broker, with `permissions`
+    (configure, write, read) on "/"; the user is removed again at the end."""
+    user, password = f"{prefix}-{uuid.uuid4().hex[:10]}", uuid.uuid4().hex
+    rabbitmqctl("add_user", user, password)
+    try:
+        rabbitmqctl("set_permissions", "-p", "/", user, *permissions)
+        yield f"amqp://{user}:{password}@{broker_address(AMQP_URL)}/?reconnect_interval=0.2"
+    finally:
+        rabbitmqctl("delete_user", user)
+
+
 @needs_broker
 async def test_credentials_revoked_while_running_stop_the_worker_with_exit_2(
     start_worker: StartWorker,
 ) -> None:
-    # A user of this test's own on the shared broker, removed again at the end.
-    user, password = f"test-revoked-{uuid.uuid4().hex[:10]}", uuid.uuid4().hex
-    rabbitmqctl("add_user", user, password)
-    try:
-        rabbitmqctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
-        url = f"amqp://{user}:{password}@{broker_address(AMQP_URL)}/?reconnect_interval=0.2"
+    with broker_user("test-revoked", (".*", ".*", ".*")) as url:
         worker = start_worker(amqp_url=url)
         await worker.wait_ready()
         # The password is rotated and the worker's connection dropped, as a broker
         # restart would: its reconnect presents the old password.
+        user = URL(url).user
+        assert user is not None
         rabbitmqctl("change_password", user, uuid.uuid4().hex)
         assert close_connections_of(worker.pid) == 1
         assert await worker.wait_exit() == 2
@@ -154,20 +167,14 @@ async def test_credentials_revoked_while_running_stop_the_worker_with_exit_2(
         order = [e["event"] for e in events]
         assert order.index("broker_link_down") < order.index("broker_access_refused")
         assert order.count("broker_access_refused") == 1
-    finally:
-        rabbitmqctl("delete_user", user)
 
 
 @needs_broker
 async def test_a_user_without_permissions_is_one_line_and_exit_2(
     start_worker: StartWorker,
 ) -> None:
-    # A user of this test's own on the shared broker that may log in and do nothing.
-    user, password = f"test-no-perms-{uuid.uuid4().hex[:10]}", uuid.uuid4().hex
-    rabbitmqctl("add_user", user, password)
-    try:
-        rabbitmqctl("set_permissions", "-p", "/", user, "^$", "^$", "^$")
-        url = f"amqp://{user}:{password}@{broker_address(AMQP_URL)}/?reconnect_interval=0.2"
+    # A user that may log in and do nothing else.
+    with broker_user("test-no-perms", ("^$", "^$", "^$")) as url:
         worker = start_worker(amqp_url=url)
         assert await worker.wait_exit() == 2
         events = only_worker_lines(worker)
@@ -176,8 +183,6 @@ async def test_a_user_without_permissions_is_one_line_and_exit_2(
         assert "ACCESS_REFUSED" in refused["error"]
         assert "Traceback" not in worker.logs()
         assert not named(events, "broker_link_down"), "a refusal for good was retried"
-    finally:
-        rabbitmqctl("delete_user", user)
 
 
 @needs_broker

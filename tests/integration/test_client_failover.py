@@ -5,6 +5,9 @@ The "nodes" are two TCP proxies in front of the shared broker, which a test stop
 starts: a node that dies, or stays down while another comes back.
 """
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import pytest
 
 from tests.integration.helpers import StartWorker, TcpProxy, a_job, wait_for
@@ -35,54 +38,64 @@ async def a_build_works(client: PromptClient, job_id: str) -> None:
     assert reply["status"] == "ok", reply
 
 
-async def test_a_lost_node_is_left_for_the_next_address(
-    start_worker: StartWorker, topo: Topology
-) -> None:
+@contextlib.asynccontextmanager
+async def two_nodes(
+    start_worker: StartWorker, *, second_up: bool
+) -> AsyncIterator[tuple[TcpProxy, TcpProxy, str]]:
+    """A worker on the shared broker and two "nodes" in front of it, the first up and
+    the second as asked; the proxies and the client URL naming both, in that order."""
     worker = start_worker()
     await worker.wait_ready()
     first, second = TcpProxy(), TcpProxy()
     await first.start()
-    await second.start()
-    urls = f"{first.url}?reconnect_interval=0.2,{second.url}?reconnect_interval=0.2"
+    if second_up:
+        await second.start()
     try:
-        async with PromptClient(urls, request_queue=topo.request_queue) as client:
-            assert linked_through(client, first)
-            await a_build_works(client, "failover-before")
-            await first.stop()  # the node dies and stays down
-
-            async def on_second() -> bool:
-                return linked_through(client, second)
-
-            await wait_for(on_second, 30, "the client to reconnect through the second address")
-            await a_build_works(client, "failover-after")
+        yield (
+            first,
+            second,
+            f"{first.url}?reconnect_interval=0.2,{second.url}?reconnect_interval=0.2",
+        )
     finally:
         await first.stop()
         await second.stop()
+
+
+async def test_a_lost_node_is_left_for_the_next_address(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    async with (
+        two_nodes(start_worker, second_up=True) as (first, second, urls),
+        PromptClient(urls, request_queue=topo.request_queue) as client,
+    ):
+        assert linked_through(client, first)
+        await a_build_works(client, "failover-before")
+        await first.stop()  # the node dies and stays down
+
+        async def on_second() -> bool:
+            return linked_through(client, second)
+
+        await wait_for(on_second, 30, "the client to reconnect through the second address")
+        await a_build_works(client, "failover-after")
 
 
 async def test_failed_attempts_go_round_every_address(
     start_worker: StartWorker, topo: Topology
 ) -> None:
-    """The link on the first address is lost while the second is down too: the next
-    attempt (on the second) fails, and the one after must go back to the first, which
-    is up again; a client that only moved on when a link was lost would keep trying
-    the second for ever."""
-    worker = start_worker()
-    await worker.wait_ready()
-    first, second = TcpProxy(), TcpProxy()
-    await first.start()
-    urls = f"{first.url}?reconnect_interval=0.2,{second.url}?reconnect_interval=0.2"
-    try:
-        async with PromptClient(urls, request_queue=topo.request_queue) as client:
-            assert linked_through(client, first)
-            await first.stop()  # lost: the next attempt goes to the second, which is down
-            await first.start()
+    """The link on the first address is lost while the second is down: the next attempt
+    (on the second) fails, and the one after must go back to the first, which is up
+    again; a client that only moved on when a link was lost would keep trying the
+    second for ever."""
+    async with (
+        two_nodes(start_worker, second_up=False) as (first, _, urls),
+        PromptClient(urls, request_queue=topo.request_queue) as client,
+    ):
+        assert linked_through(client, first)
+        await first.stop()  # lost: the next attempt goes to the second, which is down
+        await first.start()
 
-            async def on_first() -> bool:
-                return linked_through(client, first)
+        async def on_first() -> bool:
+            return linked_through(client, first)
 
-            await wait_for(on_first, 30, "the client to come back through the first address")
-            await a_build_works(client, "failover-round")
-    finally:
-        await first.stop()
-        await second.stop()
+        await wait_for(on_first, 30, "the client to come back through the first address")
+        await a_build_works(client, "failover-round")
