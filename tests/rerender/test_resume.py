@@ -86,3 +86,41 @@ def test_interrupted_and_killed_runs_resume_to_the_uninterrupted_file(tmp_path: 
     assert expected.count(b"\n") == total
     last_job = json.loads(source.read_bytes().splitlines()[-1])["job"]["job_id"]
     assert orjson.loads(expected.splitlines()[-1])["job_id"] == last_job
+
+
+def render_processes(parent: int) -> list[int]:
+    """The pool's render processes: the run's children (it forks nothing else)."""
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+@pytest.mark.slow
+def test_a_render_process_that_dies_ends_the_run_with_whole_chunks_in_order(
+    tmp_path: Path,
+) -> None:
+    """Render processes write their chunks themselves, in turn: one killed mid-run must
+    not leave the others waiting for a turn that never comes. The run ends (exit 2,
+    one line), and what is in the output is the uninterrupted output's beginning,
+    which --resume finishes."""
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines() * COPIES)
+    reference = tmp_path / "reference.jsonl"
+    code, err = finish(start(str(source), "--out", str(reference), "--workers", "1"))
+    assert code == 0, err
+    expected = reference.read_bytes()
+
+    out = tmp_path / "out.jsonl"
+    run = start(str(source), "--out", str(out), "--workers", "2", "--progress", "off")
+    wait_for_growth(out, 0, run)
+    victims = render_processes(run.pid)
+    assert victims, "no render process to kill"
+    os.kill(victims[-1], signal.SIGKILL)
+    code, err = finish(run)
+    assert code == 2, err
+    assert "a render process died" in err
+    written = out.read_bytes()
+    whole = written[: written.rfind(b"\n") + 1]  # a torn last line is --resume's to cut
+    assert expected.startswith(whole) and len(whole) < len(expected)
+
+    code, err = finish(start(str(source), "--out", str(out), "--resume", "--workers", "2"))
+    assert code == 0, err
+    assert out.read_bytes() == expected

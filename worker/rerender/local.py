@@ -1,13 +1,20 @@
 """The local engine: renders in this process, or in a pool of processes, no broker.
 
-With N > 1 workers the parent hands out work and writes results in input order, and
+With N > 1 workers the parent hands out work and tallies results in input order, and
 does next to nothing else, so N processes render at close to N times one's rate:
   * a regular input file is handed out as byte ranges; each render process reads its
     range itself (`read_range`), so the parent never reads the input;
-  * each render process writes its records to a spool file and returns the counts;
-    the parent appends the file to the output with copy_file_range, inside the kernel.
+  * each render process writes its chunk's records to the output itself, in turn:
+    chunks are numbered as they are handed out, and a process writes chunk k (straight
+    from its parts, `writev` on the inherited descriptor) once chunk k - 1 is written,
+    then hands the turn on (`_Turns`). Records are written once, never copied through
+    a spool file or the parent; the parent gets the counts.
 Parsing, rendering, drift, diffs and serialisation all happen in the render processes.
 At most `2 * N` blocks are in flight, which bounds memory and the reorder window.
+
+A stop (Ctrl-C) or a failure ends the turns: a process still waiting for its turn
+writes nothing, so the output is always the records of chunks 0..k, whole, and the
+parent counts exactly those.
 
 Render processes are forked after the renderer is built, so they share its prepared
 state and need no pickling of configuration. (`spawn` would re-run `python -m
@@ -37,7 +44,7 @@ from worker.rerender.lines import (
     read_range,
     split_lines,
 )
-from worker.rerender.records import ChunkBuilder, ChunkResult
+from worker.rerender.records import ChunkBuilder, ChunkResult, Tally
 from worker.rerender.sink import EngineError, Input, Sink
 
 IN_FLIGHT_PER_WORKER = 2
@@ -75,6 +82,37 @@ def render_lines(renderer: Renderer, data: bytes, diff_budget: int) -> ChunkBuil
     return builder
 
 
+class _Turns:
+    """Whose turn it is to write: the number of the next chunk, shared by the processes
+    of a pool (created before they are forked)."""
+
+    def __init__(self, context: Any, output_fd: int) -> None:
+        self.output_fd = output_fd
+        # Both guarded by the condition's lock.
+        self._next = context.Value("q", 0, lock=False)
+        self._stopped = context.Value("b", 0, lock=False)
+        self._turn = context.Condition()
+
+    def write(self, number: int, builder: ChunkBuilder) -> bool:
+        """Wait for chunk `number`'s turn, write its records and pass the turn on; False
+        (nothing written) when the turns were stopped first."""
+        with self._turn:
+            while self._next.value != number:
+                if self._stopped.value:
+                    return False
+                self._turn.wait(_POLL_SECONDS)
+            builder.write_to(self.output_fd)
+            self._next.value = number + 1
+            self._turn.notify_all()
+        return True
+
+    def stop(self) -> None:
+        """No chunk not yet written will be."""
+        with self._turn:
+            self._stopped.value = 1
+            self._turn.notify_all()
+
+
 @dataclass(frozen=True, slots=True)
 class _Work:
     """What every render process needs, inherited through fork."""
@@ -83,7 +121,7 @@ class _Work:
     path: str | None  # the input, for byte ranges
     origin: int
     size: int
-    spool_dir: str | None
+    turns: _Turns | None  # a pool's: its processes write the output themselves
 
 
 _work: _Work | None = None
@@ -95,26 +133,28 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _finish(builder: ChunkBuilder, name: int, end_offset: int) -> ChunkResult:
+def _finish(builder: ChunkBuilder, end_offset: int, number: int | None) -> ChunkResult:
     assert _work is not None
-    if _work.spool_dir is None or not len(builder):
+    if _work.turns is None or number is None:
         return builder.result(end_offset)
-    return builder.spool_result(os.path.join(_work.spool_dir, str(name)), end_offset)
+    if _work.turns.write(number, builder):
+        return builder.written_result(end_offset)
+    return ChunkResult(b"", 0, Tally(), [], end_offset)  # never written: not counted
 
 
-def _render_range(start: int, end: int, diff_budget: int) -> ChunkResult:
+def _render_range(start: int, end: int, diff_budget: int, number: int | None = None) -> ChunkResult:
     global _input_fd
     assert _work is not None and _work.path is not None, "forked before the work was set"
     if _input_fd is None:
         _input_fd = os.open(_work.path, os.O_RDONLY)
     data = read_range(_input_fd, _work.origin, start, end, _work.size)
-    return _finish(render_lines(_work.renderer, data, diff_budget), start, end)
+    return _finish(render_lines(_work.renderer, data, diff_budget), end, number)
 
 
-def _render_block(block: Block, diff_budget: int) -> ChunkResult:
+def _render_block(block: Block, diff_budget: int, number: int | None = None) -> ChunkResult:
     assert _work is not None, "forked before the work was set"
     builder = render_lines(_work.renderer, block.data, diff_budget)
-    return _finish(builder, block.end_offset, block.end_offset)
+    return _finish(builder, block.end_offset, number)
 
 
 Task = tuple[Callable[..., ChunkResult], tuple[Any, ...]]
@@ -142,16 +182,12 @@ class LocalEngine:
     def run(self, source: Input, sink: Sink, stop: threading.Event) -> None:
         global _work, _input_fd
         pooled = self.workers > 1
-        _work = _Work(
-            self.renderer,
-            source.path,
-            source.reader.offset,
-            source.size or 0,
-            sink.spool_dir() if pooled else None,
-        )
+        context = multiprocessing.get_context("fork")
+        turns = _Turns(context, sink.output_fd()) if pooled else None
+        _work = _Work(self.renderer, source.path, source.reader.offset, source.size or 0, turns)
         try:
-            if pooled:
-                self._run_pool(_tasks(source), sink, stop)
+            if turns is not None:
+                self._run_pool(context, turns, _tasks(source), sink, stop)
             else:
                 for function, args in _tasks(source):
                     if stop.is_set():
@@ -162,23 +198,47 @@ class LocalEngine:
                 os.close(_input_fd)
             _work, _input_fd = None, None
 
-    def _run_pool(self, tasks: Iterator[Task], sink: Sink, stop: threading.Event) -> None:
-        context = multiprocessing.get_context("fork")
+    def _run_pool(
+        self,
+        context: Any,
+        turns: _Turns,
+        tasks: Iterator[Task],
+        sink: Sink,
+        stop: threading.Event,
+    ) -> None:
         pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_worker_init)
+        in_flight: deque[Future[ChunkResult]] = deque()
         try:
-            self._feed(pool, tasks, sink, stop)
+            self._feed(pool, in_flight, tasks, sink, stop)
         except BrokenProcessPool as exc:
             raise EngineError(f"a render process died unexpectedly ({exc})") from None
         finally:
-            # On a stop, blocks not yet started are dropped; running ones finish (< 1 s).
+            # Whatever ended the run, a chunk still waiting for its turn must not wait
+            # for ever (the one before it may never come) nor write after the ones
+            # counted; chunks not yet started are dropped, running ones finish (< 1 s).
+            turns.stop()
             pool.shutdown(wait=True, cancel_futures=True)
+        # Stopped (Ctrl-C): chunks written in their turn before the stop are in the
+        # output and are counted, in order, up to the first that is not.
+        for future in in_flight:
+            if future.cancelled() or future.exception() is not None:
+                break
+            chunk = future.result()
+            if not chunk.written:
+                break
+            sink.accept(chunk)
 
     def _feed(
-        self, pool: ProcessPoolExecutor, tasks: Iterator[Task], sink: Sink, stop: threading.Event
+        self,
+        pool: ProcessPoolExecutor,
+        in_flight: "deque[Future[ChunkResult]]",
+        tasks: Iterator[Task],
+        sink: Sink,
+        stop: threading.Event,
     ) -> None:
-        in_flight: deque[Future[ChunkResult]] = deque()
         exhausted = False
         limit = self.workers * IN_FLIGHT_PER_WORKER
+        number = 0
         while True:
             while not exhausted and not stop.is_set() and len(in_flight) < limit:
                 task = next(tasks, None)
@@ -186,7 +246,8 @@ class LocalEngine:
                     exhausted = True
                     break
                 function, args = task
-                in_flight.append(pool.submit(function, *args, sink.diff_budget()))
+                in_flight.append(pool.submit(function, *args, sink.diff_budget(), number))
+                number += 1
             if not in_flight:
                 return
             head = in_flight[0]
@@ -198,7 +259,4 @@ class LocalEngine:
             in_flight.popleft()
             sink.accept(head.result())
             if stop.is_set():
-                # Write what is already finished, in order, then stop.
-                while in_flight and in_flight[0].done():
-                    sink.accept(in_flight.popleft().result())
                 return

@@ -7,7 +7,6 @@ The scan also re-tallies the finished records, so the final report covers the wh
 file, not just the last run.
 """
 
-import errno
 import os
 import stat
 from dataclasses import dataclass, field
@@ -17,10 +16,6 @@ import orjson
 
 from worker.rerender.lines import LineReader, split_lines
 from worker.rerender.records import Tally
-
-# copy_file_range cannot serve this pair of files: copy through this process instead.
-_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF}
-_COPY_BYTES = 1 << 20
 
 
 class OutputError(Exception):
@@ -77,10 +72,10 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
 
 
 class OutputFile:
-    """The output, written at its end with plain writes or in-kernel file copies.
+    """The output, written at its end.
 
-    Opened without O_APPEND (copy_file_range refuses such a target) and without
-    truncating: a run that fails before its first record leaves an earlier file as it was.
+    Opened without truncating: a run that fails before its first record leaves an
+    earlier file as it was.
     """
 
     def __init__(self, path: Path) -> None:
@@ -90,40 +85,20 @@ class OutputFile:
         self.regular = stat.S_ISREG(os.fstat(self._fd).st_mode)
         if self.regular:
             os.lseek(self._fd, 0, os.SEEK_END)
-        self._kernel_copy = hasattr(os, "copy_file_range")
 
     def truncate(self) -> None:
         if self.regular:
             os.ftruncate(self._fd, 0)
             os.lseek(self._fd, 0, os.SEEK_SET)
 
+    @property
+    def fd(self) -> int:
+        """For render processes that write their chunks themselves (forked after it
+        was opened, they share its offset)."""
+        return self._fd
+
     def write(self, data: bytes) -> None:
         _write_all(self._fd, data)
-
-    def append_file(self, path: str, size: int) -> None:
-        """Append the first `size` bytes of the file `path`."""
-        source = os.open(path, os.O_RDONLY)
-        try:
-            left = size
-            while left and self._kernel_copy:
-                try:
-                    copied = os.copy_file_range(source, self._fd, left)
-                except OSError as exc:
-                    if exc.errno not in _NO_KERNEL_COPY or left != size:
-                        raise
-                    self._kernel_copy = False
-                    break
-                if not copied:
-                    raise OSError(f"{path}: {left} bytes missing")
-                left -= copied
-            while left:
-                data = os.read(source, min(left, _COPY_BYTES))
-                if not data:
-                    raise OSError(f"{path}: {left} bytes missing")
-                _write_all(self._fd, data)
-                left -= len(data)
-        finally:
-            os.close(source)
 
     def close(self) -> None:
         os.close(self._fd)

@@ -143,8 +143,8 @@ class Diff:
 class ChunkResult:
     """The records of consecutive input lines and what they add to the tallies.
 
-    The records are in `output`, or in the file `spool` (`spool_bytes` long) when a
-    render process wrote them there for the writer to copy in the kernel.
+    The records are in `output`, unless a render process already wrote them to the
+    output itself (`written`), in its turn.
     """
 
     output: bytes
@@ -153,8 +153,7 @@ class ChunkResult:
     diffs: list[Diff]
     # The input offset after these lines (progress and ETA).
     end_offset: int
-    spool: str | None = None
-    spool_bytes: int = 0
+    written: bool = False
 
 
 class ChunkBuilder:
@@ -163,7 +162,6 @@ class ChunkBuilder:
     def __init__(self, diff_budget: int) -> None:
         # Records and their newlines, joined (or written) once at the end.
         self._parts: list[bytes | memoryview] = []
-        self._size = 0
         self._tally = Tally()
         self._diffs: list[Diff] = []
         self._diff_budget = diff_budget
@@ -171,7 +169,6 @@ class ChunkBuilder:
 
     def blank(self) -> None:
         self._parts.append(b"\n")
-        self._size += 1
         self._tally.blank_lines += 1
         self.lines += 1
 
@@ -189,7 +186,6 @@ class ChunkBuilder:
             reply["bad_line"] = True
         record = orjson.dumps(reply)
         self._parts += (record, b"\n")
-        self._size += len(record) + 1
         self._tally.add(reply, self.lines, render_ms)
         self.lines += 1
 
@@ -223,7 +219,6 @@ class ChunkBuilder:
         # A view, not a slice: the bulk of the body is copied once, into the output.
         self._parts.append(memoryview(body)[:start])
         self._parts += tail
-        self._size += start + sum(len(part) for part in tail)
         self._tally.count(
             kind=outcome.kind,
             status="ok",
@@ -248,28 +243,18 @@ class ChunkBuilder:
         output = b"".join(self._parts)
         return ChunkResult(output, self.lines, self._tally, self._diffs, end_offset)
 
-    def spool_result(self, path: str, end_offset: int) -> ChunkResult:
-        """The result with its records written to the new file `path` instead."""
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            # Straight from the parts: no joined copy of the chunk in this process.
-            parts = self._parts
-            for low in range(0, len(parts), _IOV_MAX):
-                batch: list[bytes | memoryview] = parts[low : low + _IOV_MAX]
-                expected = sum(len(part) for part in batch)
-                written = os.writev(fd, batch)
-                if written < expected:  # a short write: finish this batch the slow way
-                    rest = memoryview(b"".join(batch))[written:]
-                    while rest:
-                        rest = rest[os.write(fd, rest) :]
-        finally:
-            os.close(fd)
-        return ChunkResult(
-            b"",
-            self.lines,
-            self._tally,
-            self._diffs,
-            end_offset,
-            spool=path,
-            spool_bytes=self._size,
-        )
+    def written_result(self, end_offset: int) -> ChunkResult:
+        """The result of a chunk whose records `write_to` already wrote."""
+        return ChunkResult(b"", self.lines, self._tally, self._diffs, end_offset, written=True)
+
+    def write_to(self, fd: int) -> None:
+        """Write the records to `fd`, straight from their parts: no joined copy."""
+        parts = self._parts
+        for low in range(0, len(parts), _IOV_MAX):
+            batch: list[bytes | memoryview] = parts[low : low + _IOV_MAX]
+            expected = sum(len(part) for part in batch)
+            written = os.writev(fd, batch)
+            if written < expected:  # a short write: finish this batch the slow way
+                rest = memoryview(b"".join(batch))[written:]
+                while rest:
+                    rest = rest[os.write(fd, rest) :]

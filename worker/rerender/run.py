@@ -1,11 +1,9 @@
 """One rerender run: input -> engine -> ordered output, diffs, progress, report, exit code."""
 
 import os
-import shutil
 import signal
 import stat
 import sys
-import tempfile
 import threading
 import time
 from contextlib import ExitStack
@@ -71,7 +69,6 @@ class OutputSink:
     ) -> None:
         self._output = output
         self._started = resume  # a resumed file is appended to, never truncated
-        self._spool: str | None = None
         self.diffs = diffs
         self.progress = progress
         self.total = resume_point.tally
@@ -79,20 +76,6 @@ class OutputSink:
         # Input lines answered so far: chunks count their lines from here.
         self.lines = resume_point.lines
         self._bad_noted = 0
-        if output.regular:
-            self._remove_stale_spools()
-
-    def _spool_prefix(self) -> str:
-        return f".{self._output.path.name}.spool-"
-
-    def _remove_stale_spools(self) -> None:
-        """Spool directories left beside the output by runs that were killed."""
-        try:
-            for path in self._output.path.parent.iterdir():
-                if path.name.startswith(self._spool_prefix()) and path.is_dir():
-                    shutil.rmtree(path, ignore_errors=True)
-        except OSError:
-            pass
 
     def begin(self) -> None:
         """Start a fresh output (deferred so a run that cannot start leaves the file be)."""
@@ -103,26 +86,15 @@ class OutputSink:
     def diff_budget(self) -> int:
         return self.diffs.budget()
 
-    def spool_dir(self) -> str:
-        if self._spool is None:
-            prefix = self._spool_prefix()
-            try:
-                # Beside the output: same file system, so the copy stays in the kernel.
-                if not self._output.regular:
-                    raise OSError("not a regular file")
-                self._spool = tempfile.mkdtemp(prefix=prefix, dir=self._output.path.parent)
-            except OSError:  # /dev/null, a read-only directory: any place will do
-                self._spool = tempfile.mkdtemp(prefix=prefix)
-        return self._spool
+    def output_fd(self) -> int:
+        self.begin()
+        return self._output.fd
 
     def accept(self, chunk: ChunkResult) -> None:
         self.begin()
         # Whole lines only: an interruption between chunks leaves a file of complete
         # records; a kill inside a write leaves a torn line that --resume cuts off.
-        if chunk.spool is not None:
-            self._output.append_file(chunk.spool, chunk.spool_bytes)
-            os.unlink(chunk.spool)
-        else:
+        if not chunk.written:
             self._output.write(chunk.output)
         first = self.lines + 1
         self.lines += chunk.lines
@@ -145,10 +117,6 @@ class OutputSink:
 
     def warn(self, message: str) -> None:
         self.progress.note(message)
-
-    def close(self) -> None:
-        if self._spool is not None:
-            shutil.rmtree(self._spool, ignore_errors=True)
 
 
 def _open_input(path: str) -> tuple[BinaryIO, int | None]:
@@ -233,7 +201,6 @@ def run(
         sink = OutputSink(
             out_file, resume_point=point, resume=options.resume, diffs=diffs, progress=progress
         )
-        cleanup.callback(sink.close)
         stop = threading.Event()
         failure = _run_engine(engine, source, sink, stop)
         if failure is None:

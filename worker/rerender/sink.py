@@ -37,8 +37,9 @@ class Sink(Protocol):
         """How many more diffs of changed jobs are wanted (engines compute only these)."""
         ...
 
-    def spool_dir(self) -> str:
-        """A directory for chunk files (`ChunkResult.spool`); the sink removes it."""
+    def output_fd(self) -> int:
+        """The output's descriptor, started, for an engine whose processes write their
+        chunks themselves (`ChunkResult.written`), each in its turn, in input order."""
         ...
 
     def accept(self, chunk: ChunkResult) -> None:
