@@ -101,16 +101,23 @@ class _Turns:
                 if self._stopped.value:
                     return False
                 self._turn.wait(_POLL_SECONDS)
-            builder.write_to(self.output_fd)
+        # Written outside the lock: no other process writes before the turn moves on,
+        # and a process killed mid-write leaves no lock held for ever.
+        builder.write_to(self.output_fd)
+        with self._turn:
             self._next.value = number + 1
             self._turn.notify_all()
         return True
 
     def stop(self) -> None:
         """No chunk not yet written will be."""
-        with self._turn:
-            self._stopped.value = 1
+        # A render process killed inside its few lines under the lock would hold it for
+        # ever: the flag is set all the same (the pool then terminates its processes).
+        locked = self._turn.acquire(timeout=_POLL_SECONDS)
+        self._stopped.value = 1
+        if locked:
             self._turn.notify_all()
+            self._turn.release()
 
 
 @dataclass(frozen=True, slots=True)
