@@ -43,14 +43,19 @@ def finish(process: subprocess.Popen[bytes]) -> tuple[int, str]:
     return process.returncode, err.decode()
 
 
+def uninterrupted(tmp_path: Path, workers: str) -> tuple[Path, bytes]:
+    """The input of these tests, and its output from a run never interrupted."""
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines() * COPIES)
+    reference = tmp_path / "reference.jsonl"
+    code, err = finish(start(str(source), "--out", str(reference), "--workers", workers))
+    assert code == 0, err
+    return source, reference.read_bytes()
+
+
 @pytest.mark.slow
 def test_interrupted_and_killed_runs_resume_to_the_uninterrupted_file(tmp_path: Path) -> None:
-    source = write_lines(tmp_path / "in.jsonl", conformance_lines() * COPIES)
+    source, expected = uninterrupted(tmp_path, "2")
     total = len(conformance_lines()) * COPIES
-    reference = tmp_path / "reference.jsonl"
-    code, err = finish(start(str(source), "--out", str(reference), "--workers", "2"))
-    assert code == 0, err
-    expected = reference.read_bytes()
 
     out = tmp_path / "out.jsonl"
     # 1. Ctrl-C: a graceful stop, whole records only, exit 130.
@@ -102,11 +107,7 @@ def test_a_render_process_that_dies_ends_the_run_with_whole_chunks_in_order(
     not leave the others waiting for a turn that never comes. The run ends (exit 2,
     one line), and what is in the output is the uninterrupted output's beginning,
     which --resume finishes."""
-    source = write_lines(tmp_path / "in.jsonl", conformance_lines() * COPIES)
-    reference = tmp_path / "reference.jsonl"
-    code, err = finish(start(str(source), "--out", str(reference), "--workers", "1"))
-    assert code == 0, err
-    expected = reference.read_bytes()
+    source, expected = uninterrupted(tmp_path, "1")
 
     out = tmp_path / "out.jsonl"
     run = start(str(source), "--out", str(out), "--workers", "2", "--progress", "off")
