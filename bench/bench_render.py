@@ -7,8 +7,8 @@ own job_id, one a line. Each round times, on one pinned core:
   (renderer built and warmed up beforehand, start-up excluded);
 * the command: `prompt-worker render --config ... jobs.jsonl > /dev/null`, start-up
   included, with its CPU time (user + system, from the kernel's child accounting),
-  twice: on the same single core (its default, one process), and with
-  `--workers N` on all N usable cores.
+  twice: on the same single core (one usable core: one process), and with
+  `--workers N` on all N usable cores (what its default does on a file this size).
 
 The rounds alternate the two; the table shows medians and the median per-round ratio
 of the command's rate to the in-process rate (issue 16's target: at least 0.8). On a
