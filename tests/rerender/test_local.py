@@ -393,18 +393,20 @@ def test_resume_refuses_an_output_longer_than_the_input(tmp_path: Path) -> None:
     assert rerender(str(shorter), "--out", str(out), "--resume") == 2
 
 
+@pytest.mark.parametrize("progress", ["off", "log"])
 def test_unreachable_broker_exits_2_with_one_line_and_leaves_the_output_be(
-    tmp_path: Path,
+    tmp_path: Path, progress: str
 ) -> None:
     source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:2])
     out = tmp_path / "out.jsonl"
     out.write_bytes(b"an earlier output\n")
     result = subprocess.run(
         [sys.executable, "-m", "worker", "rerender", str(source), "--out", str(out),
-         "--broker=amqp://guest:secret@127.0.0.1:1/", "--progress", "off"],
+         "--broker=amqp://guest:secret@127.0.0.1:1/", "--progress", progress],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 2
+    # Not even a progress line: the run never started.
     assert result.stderr.startswith(
         "rerender: error: cannot reach the broker at amqp://guest:***@127.0.0.1:1/: "
     )

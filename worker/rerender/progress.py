@@ -103,7 +103,9 @@ class BarProgress:
 
 
 class LogProgress:
-    """One JSON object per line on `stream`, every `interval` seconds and at the end."""
+    """One JSON object per line on `stream`, every `interval` seconds and at the end of
+    a run that got as far as its first chunk (a run that could not start, e.g. with the
+    broker unreachable, ends with its error line alone)."""
 
     def __init__(
         self, total_bytes: int | None, start_offset: int, stream: TextIO, interval: float
@@ -113,6 +115,7 @@ class LogProgress:
         self._interval = interval
         self._last = time.monotonic()
         self._state = {"jobs": 0, "offset": start_offset, "errors": 0, "changed": 0}
+        self._updated = False
 
     def _emit(self, event: str, **fields: object) -> None:
         record = {"ts": round(time.time(), 3), "event": event, **fields}
@@ -135,6 +138,7 @@ class LogProgress:
 
     def update(self, *, jobs: int, offset: int, errors: int, changed: int) -> None:
         self._state = {"jobs": jobs, "offset": offset, "errors": errors, "changed": changed}
+        self._updated = True
         now = time.monotonic()
         if now - self._last >= self._interval:
             self._last = now
@@ -144,7 +148,8 @@ class LogProgress:
         self._emit("rerender.warning", message=message)
 
     def close(self) -> None:
-        self._progress()
+        if self._updated:
+            self._progress()
 
 
 class NoProgress:
