@@ -1,8 +1,6 @@
-"""Pieces several commands share: the --config option and its loading, the default
-number of processes."""
+"""Pieces several commands share: the --config option and its loading."""
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -34,11 +32,3 @@ def load_config_or_exit(path: str | None) -> "WorkerConfig":
     except ConfigError as exc:
         print(f"prompt-worker: configuration error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-
-
-def usable_cores() -> int:
-    """The cores this process may run on: the default number of render processes."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1

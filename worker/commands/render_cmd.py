@@ -19,7 +19,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING
 
-from worker.commands.common import add_config_argument, load_config_or_exit, usable_cores
+from worker.commands.common import add_config_argument, load_config_or_exit
+from worker.commands.cores import usable_cores
 
 if TYPE_CHECKING:
     from worker.render.replies import RenderOutcome

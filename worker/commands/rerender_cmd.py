@@ -19,7 +19,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from worker.commands.common import add_config_argument, load_config_or_exit, usable_cores
+from worker.commands.common import add_config_argument, load_config_or_exit
+from worker.commands.cores import usable_cores
 from worker.errors import ConfigError
 
 # The serve settings the broker engine shares, with the same flags and variables.
