@@ -362,3 +362,14 @@ def test_the_image_holds_no_build_tools(image: str) -> None:
     assert found == {"venv_modules": [], "base_pip": False, "tools": []}
     config = image_config(image)
     assert config["User"] == "10001:10001"
+
+
+def test_a_cpu_limited_container_defaults_to_as_many_render_processes(image: str) -> None:
+    """`render` and `rerender` start one process per usable core: in a container limited
+    to one CPU, one, however many the host has."""
+    probe = "from worker.commands.cores import usable_cores; print(usable_cores())"
+    with running(
+        image, "--cpus", "1", "--entrypoint", "python", command=("-c", probe)
+    ) as container:
+        assert container.wait_exit(within=60) == 0, container.logs()
+        assert container.logs().strip() == "1"
