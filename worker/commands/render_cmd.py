@@ -17,7 +17,7 @@ import select
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from worker.commands.common import add_config_argument, load_config_or_exit
 from worker.commands.cores import usable_cores
@@ -76,11 +76,8 @@ def _blocks(stream: IO[bytes], before_wait: Callable[[], None]) -> Iterator[byte
     # read1: what is there, up to a block, waiting only when there is nothing.
     read = getattr(stream, "read1", stream.read)
     poller: select.poll | None = None
-    try:
-        descriptor = stream.fileno()
-    except (AttributeError, OSError, ValueError):  # no descriptor (e.g. BytesIO): never waits
-        pass
-    else:
+    descriptor = _descriptor(stream)
+    if descriptor is not None:  # none (e.g. BytesIO): never waits
         poller = select.poll()
         poller.register(descriptor, select.POLLIN)
     while True:
@@ -114,8 +111,10 @@ def _lines(blocks: Iterator[bytes]) -> Iterator[bytes]:
 def _regular_file(stream: IO[bytes]) -> tuple[int, int, int] | None:
     """(descriptor, size, position) of a regular file with bytes left to read; None for
     anything else (a pipe, a terminal, a stream without a descriptor, an exhausted file)."""
+    descriptor = _descriptor(stream)
+    if descriptor is None:
+        return None
     try:
-        descriptor = stream.fileno()
         info = os.fstat(descriptor)
         start = stream.tell()
     except (AttributeError, OSError, ValueError):
@@ -204,9 +203,8 @@ def _output() -> IO[bytes]:
     """Stdout with a buffer that holds several replies: a reply is copied into it, not
     allocated as a new batch, and written out when it fills or is flushed."""
     sys.stdout.flush()
-    try:
-        descriptor = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # replaced by a test, say
+    descriptor = _descriptor(sys.stdout)
+    if descriptor is None:  # replaced by a test, say
         return sys.stdout.buffer
     return io.BufferedWriter(io.FileIO(descriptor, "w", closefd=False), buffer_size=_OUT_BUFFER)
 
@@ -228,7 +226,7 @@ def _cuts(stream: IO[bytes], out: IO[bytes], workers: int) -> list[int] | None:
     """Where to cut the input into chunks for `workers` processes; None for one
     process: one was asked for, or the input is not a regular file of JSON Lines large
     enough to share out, or the output has no descriptor to share."""
-    if workers < 2 or not _has_descriptor(out):
+    if workers < 2 or _descriptor(out) is None:
         return None
     from worker.commands.render_parts import boundaries, chunk_count
 
@@ -246,12 +244,13 @@ def _cuts(stream: IO[bytes], out: IO[bytes], workers: int) -> list[int] | None:
         return boundaries(data.find, start, size, chunks)
 
 
-def _has_descriptor(stream: IO[bytes]) -> bool:
+def _descriptor(stream: IO[Any]) -> int | None:
+    """The file descriptor under `stream`, or None when it has none (BytesIO, a stream
+    a test put in place of stdout)."""
     try:
-        stream.fileno()
+        return stream.fileno()
     except (AttributeError, OSError, ValueError):
-        return False
-    return True
+        return None
 
 
 def run(args: argparse.Namespace) -> int:

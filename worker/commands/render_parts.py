@@ -17,6 +17,7 @@ with `PartFailed` naming the first chunk not written; every chunk before it is i
 output. A closed output is `BrokenPipeError`, as it is for one process.
 """
 
+import io
 import itertools
 import mmap
 import os
@@ -90,8 +91,6 @@ class _Turns:
     def take(self, render_range: RenderRange, out: IO[bytes]) -> int:
         """Render and write this process's chunks in turn; nonzero when any job got an
         error reply."""
-        import io
-
         failed = 0
         last = len(self.chunks) - 1
         for number in self.mine:
