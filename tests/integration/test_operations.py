@@ -1,6 +1,7 @@
 """What operators see and rely on: topology, probes, metrics, logs, processes, client."""
 
 import asyncio
+import gc
 import io
 import json
 import os
@@ -352,6 +353,42 @@ async def test_client_times_out_clearly_when_no_worker_consumes(
     assert isinstance(raised.value, TimeoutError)
     assert "nobody-home" in str(raised.value)
     assert topo.request_queue in str(raised.value)
+
+
+async def test_a_resend_that_fails_after_its_call_timed_out_reports_nothing(
+    topo: Topology, client: PromptClient, channel: AbstractChannel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await topology_module.declare(channel, topo)
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    call = asyncio.ensure_future(client.build(a_job("late-resend"), timeout=0.5))
+
+    async def published() -> bool:
+        return bool(client._pending)
+
+    await wait_for(published, 10, "the call to be published")
+    # A reconnect re-sends the waiting call; the re-send hangs until the call has timed
+    # out, then fails.
+    release = asyncio.Event()
+
+    async def publish_fails_late(body: bytes, correlation_id: str) -> None:
+        await release.wait()
+        raise PromptClientError("link down")
+
+    monkeypatch.setattr(client, "_publish", publish_fails_late)
+    client._on_reconnected()
+    resends = set(client._resends)
+    assert resends
+    with pytest.raises(PromptTimeout):
+        await call
+    release.set()
+    await asyncio.gather(*resends)
+    del call
+    gc.collect()
+    await asyncio.sleep(0)
+    loop.set_exception_handler(None)
+    assert reported == []
 
 
 async def test_client_refuses_to_publish_into_a_missing_queue(topo: Topology) -> None:

@@ -266,6 +266,10 @@ class PromptClient:
             raise PromptTimeout(job_id, correlation_id, wait, self.request_queue) from None
         finally:
             self._pending.pop(correlation_id, None)
+            # A call that ended without its reply (timed out, cancelled) leaves nobody
+            # awaiting the future: a re-send still in flight that fails later must not
+            # set an exception on it that asyncio would report as never retrieved.
+            call.future.cancel()
 
 
 @dataclass(slots=True)
