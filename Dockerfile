@@ -62,9 +62,13 @@ COPY --from=build /opt/prompt-worker /opt/prompt-worker
 # docker run -v ./worker.yaml:/etc/prompt-worker/worker.yaml:ro ... (docs/OPERATIONS.md).
 COPY deploy/worker.yaml /etc/prompt-worker/worker.yaml
 
+# The user has no home, so the compiled masking database is cached in /tmp instead
+# (an emptyDir in deploy/k8s): a restarted worker or render helper reads it back rather
+# than compiling it again. Unwritable (a read-only root without a /tmp mount), it is skipped.
 ENV PATH="/opt/prompt-worker/bin:${PATH}" \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
+    PROMPT_WORKER_CACHE_DIR=/tmp/prompt-worker \
     PROMPT_WORKER_CONFIG=/etc/prompt-worker/worker.yaml \
     PROMPT_WORKER_HTTP_PORT=8080 \
     PROMPT_WORKER_LOG_FORMAT=json

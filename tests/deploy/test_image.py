@@ -373,3 +373,27 @@ def test_a_cpu_limited_container_defaults_to_as_many_render_processes(image: str
     ) as container:
         assert container.wait_exit(within=60) == 0, container.logs()
         assert container.logs().strip() == "1"
+
+
+def test_a_second_start_in_the_container_reads_the_cached_masking_database(image: str) -> None:
+    """The image's user has no home: the masking database is cached in /tmp, so a
+    restarted worker (or render helper) in the same container reads it back. A start
+    that compiled it again would store it again: a new file in place of the old one."""
+    database = (
+        "import glob, os; print(os.stat(*glob.glob('/tmp/prompt-worker/hyperscan-*.db')).st_ino)"
+    )
+    script = (
+        "set -e\n"
+        "echo 'DB_PASSWORD=q7-Wx-91-zz' > /tmp/text\n"
+        "prompt-worker mask /tmp/text 2>/dev/null\n"
+        f'python -c "{database}"\n'
+        "prompt-worker mask /tmp/text 2>/dev/null\n"
+        f'python -c "{database}"\n'
+    )
+    with running(image, "--entrypoint", "sh", command=("-c", script)) as container:
+        assert container.wait_exit(within=60) == 0, container.logs()
+        lines = container.logs().splitlines()
+    masked, first, again, second = lines
+    assert "q7-Wx-91-zz" not in masked and "DB_PASSWORD=" in masked
+    assert again == masked
+    assert first == second, "the second start compiled the database again"
