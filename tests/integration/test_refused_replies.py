@@ -8,20 +8,26 @@ is retried with a pause, then answered `internal`. Every test bounds how often t
 was handled by counting the worker's log lines.
 """
 
+import contextlib
 import re
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import aio_pika
 import orjson
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
+from yarl import URL
 
 from tests.integration.helpers import (
+    AMQP_URL,
     StartWorker,
     WorkerProcess,
     a_job,
     drain,
     queue_depth,
+    rabbitmqctl,
     wait_for,
 )
 from tests.rabbit_nodes import ExtraNode
@@ -114,6 +120,78 @@ async def test_a_default_reply_queue_deleted_under_the_worker_is_declared_again(
     assert [e["settled"] for e in job_lines(worker)] == ["acked", "acked"]
     assert await queue_depth(channel, topo.request_queue) == 0
     assert await queue_depth(channel, topo.dead_letter_queue) == 0
+
+
+@contextlib.contextmanager
+def own_vhost(prefix: str) -> Iterator[str]:
+    """The AMQP URL of a virtual host of the test's own on the shared broker (its limits
+    touch nobody else); deleted again at the end, with its queues."""
+    vhost = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    rabbitmqctl("add_vhost", vhost)
+    try:
+        user = URL(AMQP_URL).user or "guest"
+        rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
+        yield str(URL(AMQP_URL).with_path(f"/{vhost}"))
+    finally:
+        rabbitmqctl("delete_vhost", vhost)
+
+
+def queue_names(vhost_url: str) -> list[str]:
+    vhost = URL(vhost_url).path.lstrip("/")
+    listing = rabbitmqctl("list_queues", "-p", vhost, "name", "-q")
+    return [line.strip() for line in listing.splitlines() if line.strip() not in ("", "name")]
+
+
+async def test_a_reply_queue_that_cannot_be_declared_again_stalls_nothing(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    """The default reply queue deleted, and declaring it again refused (the vhost's queue
+    limit): the channel the refusal closed cannot be restored either. The worker keeps
+    the job, reconnects until the queue can be declared, then answers it."""
+    with own_vhost("test-redeclare") as url:
+        worker = start_worker(amqp_url=url)
+        await worker.wait_ready()
+        connection = await aio_pika.connect(url)
+        async with connection:
+            channel = await connection.channel()
+            await channel.queue_delete(topo.reply_queue)
+
+            async def deleted() -> bool:
+                return topo.reply_queue not in queue_names(url)
+
+            await wait_for(deleted, 30, "the reply queue to be deleted")
+            vhost = URL(url).path.lstrip("/")
+            limit = {"max-queues": len(queue_names(url))}
+            rabbitmqctl("set_vhost_limits", "-p", vhost, orjson.dumps(limit).decode())
+            await channel.default_exchange.publish(
+                aio_pika.Message(orjson.dumps(a_job("held"))), routing_key=topo.request_queue
+            )
+
+            async def reconnecting() -> bool:
+                return bool(events(worker, "channel_not_restored"))
+
+            # Left alone, the closed channel stays closed for good: the worker must
+            # reconnect (and keeps failing to restore the channel while the limit holds).
+            await wait_for(reconnecting, 60, "the worker to reconnect, its channel closed")
+            assert events(worker, "reply_queue_declare_failed")
+            assert not any(e.get("settled") == "acked" for e in job_lines(worker))
+            assert await queue_depth(channel, topo.request_queue) == 1  # kept, not lost
+
+            rabbitmqctl("set_vhost_limits", "-p", vhost, '{"max-queues": -1}')
+            await channel.default_exchange.publish(
+                aio_pika.Message(orjson.dumps(a_job("after"))), routing_key=topo.request_queue
+            )
+
+            async def declared_again() -> bool:
+                return topo.reply_queue in queue_names(url)
+
+            # Reading the queue before the worker declared it again would fail.
+            await wait_for(declared_again, 60, "the worker to declare its reply queue again")
+            replies = await drain(channel, topo.reply_queue, 2)
+            assert sorted(orjson.loads(r.body)["job_id"] for r in replies) == ["after", "held"]
+            assert await queue_depth(channel, topo.request_queue) == 0
+            assert await queue_depth(channel, topo.dead_letter_queue) == 0
+            await worker.wait_ready()
 
 
 async def test_a_bug_in_the_render_path_is_retried_with_backoff_then_answered_internal(
