@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from worker.render.config import load_config  # noqa: E402
-from worker.render.renderer import Renderer, RenderOutcome  # noqa: E402
+from worker.render.renderer import Renderer  # noqa: E402
+from worker.render.replies import RenderOutcome  # noqa: E402
 from worker.transport.offload import RenderPool  # noqa: E402
 
 JOB = REPO / "tests" / "bench_jobs" / "typical_react_job.json"

@@ -116,8 +116,10 @@ def main() -> int:
             everywhere = command(parallel, tree, env, every_core)
             rounds.append((inside, outside, everywhere))
 
+    job_count: int = args.jobs
+
     def rate(seconds: float) -> float:
-        return args.jobs / seconds
+        return job_count / seconds
 
     result = {
         "jobs": args.jobs,

@@ -110,11 +110,11 @@ def main() -> int:
     print(f"{tree}: {args.rounds} rounds; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"{'case':26} {'median ms':>10} {'best ms':>8} {'× baseline':>11} {'target':>7}")
     for r in results:
-        target = f"≤{r['target_ratio']}" if r["target_ratio"] else ""
+        target_text = f"≤{r['target_ratio']}" if r["target_ratio"] else ""
         mark = "" if r["met"] is None else (" met" if r["met"] else " MISSED")
         print(
             f"{r['case']:26} {r['median_ms']:10.1f} {r['best_ms']:8.1f} "
-            f"{r['ratio_to_baseline']:11.2f} {target:>7}{mark}"
+            f"{r['ratio_to_baseline']:11.2f} {target_text:>7}{mark}"
         )
     return 0
 

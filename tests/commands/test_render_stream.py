@@ -7,7 +7,7 @@ import select
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -22,7 +22,7 @@ def job_line(n: int) -> bytes:
     return json.dumps({**JOB, "job_id": f"stream-{n}"}).encode() + b"\n"
 
 
-def read_line(stream: Any, timeout: float = 60.0) -> bytes:
+def read_line(stream: IO[bytes], timeout: float = 60.0) -> bytes:
     """One line from `stream`, failing (not hanging) when none comes in time."""
     ready, _, _ = select.select([stream], [], [], timeout)
     assert ready, "no reply: the reply was not flushed while render waited for input"

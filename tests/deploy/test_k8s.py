@@ -263,7 +263,7 @@ def test_manifests_match_the_built_image(res: dict[str, dict[str, Any]]) -> None
     c = container(res)
     pod = res["Deployment"]["spec"]["template"]["spec"]
     env = {name: item["value"] for name, item in env_of(res).items() if "value" in item}
-    image_env = dict(item.split("=", 1) for item in config["Env"])
+    image_env: dict[str, str] = dict(item.split("=", 1) for item in config["Env"])
 
     # The image's own entrypoint runs `serve`, with the manifest's args if any.
     assert config["Entrypoint"] == ["prompt-worker", "serve"]

@@ -48,7 +48,8 @@ def load() -> dict[str, Any]:
 
 
 def worker_permissions() -> dict[str, str]:
-    (entry,) = [p for p in load()["permissions"] if p["user"] == WORKER_USER]
+    entries: list[dict[str, str]] = [p for p in load()["permissions"] if p["user"] == WORKER_USER]
+    (entry,) = entries
     return entry
 
 

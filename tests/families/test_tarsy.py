@@ -7,8 +7,17 @@ taken from the implementation.
 from types import MappingProxyType
 from typing import Any
 
-from schemas.job import ChatExchange, HistoryMessage, Job, PreviousAttempt, TimelineEvent, Tool
+from schemas.job import (
+    ChatExchange,
+    HistoryMessage,
+    Job,
+    PreviousAttempt,
+    Strategy,
+    TimelineEvent,
+    Tool,
+)
 from worker.families.base import RenderContext
+from worker.families.instructions import compose_instructions
 from worker.families.mcp_servers import MCPServerRegistry
 from worker.families.tarsy import builder
 from worker.families.tarsy.chat import format_chat_history
@@ -20,7 +29,6 @@ from worker.families.tarsy.components import (
 )
 from worker.families.tarsy.instructions import (
     compose_chat_instructions,
-    compose_instructions,
     compose_investigation_instructions,
 )
 from worker.families.tarsy.investigation_context import format_investigation_context
@@ -372,8 +380,8 @@ def test_synthesis_ignores_alert_type_and_tools() -> None:
 
 
 def test_forced_conclusion_is_strategy_specific() -> None:
-    react = builder.build_forced_conclusion_prompt(7, builder.Strategy.REACT)
-    native = builder.build_forced_conclusion_prompt(7, builder.Strategy.NATIVE_THINKING)
+    react = builder.build_forced_conclusion_prompt(7, Strategy.REACT)
+    native = builder.build_forced_conclusion_prompt(7, Strategy.NATIVE_THINKING)
     assert react.startswith("You have reached the investigation iteration limit (7 iterations).")
     assert react.endswith("Begin your conclusion now.")
     assert native.endswith(

@@ -1,5 +1,7 @@
 """`meta.template_version`: stable, per family, and moved by any template change."""
 
+from typing import cast
+
 import pytest
 
 from worker.families import FAMILIES
@@ -58,7 +60,7 @@ def test_probe_jobs_reach_every_kind() -> None:
     from schemas.job import INVESTIGATION_KINDS, Kind
     from worker.families.tarsy import builder
 
-    kinds = {Kind(p["kind"]) for p in builder._PROBE_JOBS}
+    kinds = {Kind(cast(str, p["kind"])) for p in builder._PROBE_JOBS}
     assert kinds == INVESTIGATION_KINDS | {
         Kind.FORCED_CONCLUSION,
         Kind.MCP_SUMMARIZATION,

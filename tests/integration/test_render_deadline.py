@@ -79,8 +79,9 @@ async def test_a_render_past_the_deadline_is_abandoned_answered_and_dead_lettere
 
     [dead] = await drain(channel, topo.dead_letter_queue, 1)
     assert dead.body == slow_body
-    [death] = dead.headers["x-death"]  # type: ignore[misc]
-    assert death["reason"] == "rejected"  # type: ignore[index]
+    deaths: Any = dead.headers["x-death"]
+    [death] = deaths
+    assert death["reason"] == "rejected"
     assert await queue_depth(channel, topo.request_queue) == 0
 
     # One delivery, then DELIVERY_LIMIT more: each overran the helper's deadline (and the

@@ -81,7 +81,7 @@ def test_an_auth_outside_auths_needs_credentials_inside() -> None:
     assert mask(text) == (text, {})
 
 
-LEGACY_ALERT = {
+LEGACY_ALERT: dict[str, Any] = {
     "alert_type": "ImagePullBackOff",
     "pull_secret": {
         "auths": {

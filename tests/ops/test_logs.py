@@ -4,12 +4,12 @@ import io
 import json
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
 import structlog
-from aiormq.abc import DeliveredMessage
+from aiormq.abc import AbstractChannel, DeliveredMessage
 from pamqp.commands import Basic
 from pamqp.header import ContentHeader
 
@@ -113,7 +113,8 @@ def _delivery(body: bytes) -> Delivery:
             body_size=len(body),
         ),
         body=body,
-        channel=None,
+        # No channel: these tests never settle or publish on it.
+        channel=cast(AbstractChannel, None),
     )
     return Delivery(message, received=0.0, attempt=0, acks=BatchedAcks(None), tag=1)
 

@@ -1,6 +1,16 @@
 """`Metrics.job_done`: what one answered job adds to the exported series."""
 
+from typing import TypedDict
+
 from worker.ops.metrics import Metrics
+
+
+class _Done(TypedDict):
+    """The keyword arguments every `job_done` call of a test below shares."""
+
+    seconds: float
+    request_bytes: int
+    render_seconds: float
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float:
@@ -70,7 +80,7 @@ def test_two_workers_in_one_process_keep_separate_counts() -> None:
 
 def test_trimmed_jobs_count_by_kind_with_the_tokens_they_left_out() -> None:
     metrics = Metrics("1.2.3")
-    done = {"seconds": 0.001, "request_bytes": 10, "render_seconds": 0.001}
+    done: _Done = {"seconds": 0.001, "request_bytes": 10, "render_seconds": 0.001}
     metrics.job_done("react", "ok", "", **done, tokens_left_out=1200)
     metrics.job_done("react", "ok", "", **done, tokens_left_out=300)
     metrics.job_done("react", "ok", "", **done)  # fit: not trimmed

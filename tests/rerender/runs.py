@@ -21,6 +21,7 @@ from worker.families import FAMILIES
 from worker.families.base import Family, template_version
 from worker.families.tarsy import builder as tarsy
 from worker.families.tarsy import instructions
+from worker.families.tarsy.templates import GENERAL_INSTRUCTIONS
 
 EDIT_BEFORE = "Always be specific, reference actual data, and provide clear next steps."
 EDIT_AFTER = "Always be specific: quote the data you rely on, and end with clear next steps."
@@ -41,7 +42,7 @@ def conformance_cases() -> list[dict[str, Any]]:
 def tarsy_template_edit() -> Iterator[str]:
     """Render the tarsy family with EDIT_AFTER for EDIT_BEFORE; yields its new version."""
     with pytest.MonkeyPatch.context() as patch:
-        text = instructions.GENERAL_INSTRUCTIONS
+        text = GENERAL_INSTRUCTIONS
         assert EDIT_BEFORE in text
         patch.setattr(instructions, "GENERAL_INSTRUCTIONS", text.replace(EDIT_BEFORE, EDIT_AFTER))
         edited = Family("tarsy", template_version("tarsy", tarsy.versioned_texts()), tarsy.build)

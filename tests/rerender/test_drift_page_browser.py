@@ -98,7 +98,9 @@ def test_a_change_opens_as_a_word_level_diff_in_both_views(
     # Unchanged stretches are folded; unfolding shows them with their line numbers.
     rows_before = page.locator("#diff .r").count()
     fold = page.locator("#diff button.fold").first
-    count = int(re.search(r"Show (\d+) unchanged", fold.text_content()).group(1))
+    shown = re.search(r"Show (\d+) unchanged", fold.text_content())
+    assert shown is not None
+    count = int(shown.group(1))
     fold.click()
     assert page.locator("#diff .r").count() == rows_before + count
     first_numbers = page.eval_on_selector_all(

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -120,7 +121,7 @@ def test_fast_record_path_finds_the_reply_meta_among_other_meta_keys() -> None:
     """The reply's own "meta" is the last key of the body; a "meta" key inside it or
     inside a message, or the text of one in a message, leaves a record equal to the
     generic path's (or sends it down that path)."""
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": 'quoted ,"meta":{"a":1}} text'},
         {"role": "user", "content": "hi", "meta": {"x": 1}},
     ]
@@ -130,7 +131,12 @@ def test_fast_record_path_finds_the_reply_meta_among_other_meta_keys() -> None:
         {"family": "tarsy", "render_ms": 0.5},
     ]
     for meta in metas:
-        reply = {"job_id": "j", "status": "ok", "kind": "react", "messages": messages}
+        reply: dict[str, object] = {
+            "job_id": "j",
+            "status": "ok",
+            "kind": "react",
+            "messages": messages,
+        }
         reply["meta"] = meta
         outcome = RenderOutcome(
             body=orjson.dumps(reply), status="ok", job_id="j", kind="react", messages=messages

@@ -201,9 +201,9 @@ def test_every_bundled_template_and_builtin_feeds_the_version() -> None:
 def test_inline_goal_text_moves_the_version(monkeypatch: pytest.MonkeyPatch) -> None:
     from worker.families.base import template_version
     from worker.families.system_prompt import builder
+    from worker.families.system_prompt.goal import render_goal as original
 
     before = template_version("system_prompt", builder.versioned_texts())
-    original = builder.render_goal
     monkeypatch.setattr(
         builder, "render_goal", lambda goal: original(goal).replace("(IN PROGRESS)", "(WIP)")
     )
