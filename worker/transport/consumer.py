@@ -73,6 +73,7 @@ from worker.transport import faults, tls, topology
 from worker.transport.acks import AcksNotSent, BatchedAcks
 from worker.transport.addresses import redact_addresses, split_addresses
 from worker.transport.broker_failures import describe
+from worker.transport.channel_watch import ChannelWatch
 from worker.transport.connection import Backoff, BrokerConnection
 from worker.transport.deadline import EventLoopSlice, SliceOverrun
 from worker.transport.flow import BrokerFlow
@@ -102,9 +103,6 @@ REDECLARE_PAUSE = 30.0
 SETTLE_BEFORE_CLOSE = 0.3
 # aio-pika's default is 5 s between reconnect attempts; a worker is worth more sooner.
 DEFAULT_RECONNECT_INTERVAL = "2"
-# How long a channel the broker closed, on a connection that stayed up, may stay closed
-# before the worker stops waiting for aio-pika to restore it and reconnects.
-CHANNEL_RESTORE_GRACE = 5.0
 DEBUG_PAYLOAD_CHARS = 4096
 # Failures while opening the channel and declaring the topology at start-up that a later
 # attempt can get past (the link dropped, the broker restarting), and those it cannot
@@ -225,7 +223,8 @@ class Worker:
         self._acks: BatchedAcks | None = None
         self._consume_wanted = False
         self._consuming_again: asyncio.Task[None] | None = None
-        self._restore_watch: asyncio.Task[None] | None = None
+        # A channel the broker closed and aio-pika did not restore: reconnect.
+        self._restore_watch = ChannelWatch(self._wants_channel_back, self._log_not_restored)
         # Replies' message ids: unique per process (aiormq matches a returned reply
         # to its publish by message id) without a random UUID per reply.
         self._reply_ids = map(f"{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
@@ -267,31 +266,16 @@ class Worker:
         # blocks it again.
         self.flow.release("connection lost")
         self._update_ready()
-        watching = self._restore_watch is not None and not self._restore_watch.done()
-        if sender is self._channel and not self._stop_requested and not watching:
-            self._restore_watch = asyncio.ensure_future(self._restore_or_reconnect())
-
-    async def _restore_or_reconnect(self) -> None:
-        """Reconnect when the channel the broker closed is not back after a grace.
-
-        aio-pika restores a channel the broker closed (a channel error, the connection
-        still up) at once, declaring the topology again, and only once: should that
-        fail (say, the default reply queue cannot be declared again: a vhost's queue
-        limit), aio-pika 10.2 leaves the channel closed for good, and the worker would
-        consume nothing ever again. Dropping the connection hands the matter to the
-        robust connection, which reconnects and restores the channel with its pauses
-        until it succeeds.
-        """
-        await asyncio.sleep(CHANNEL_RESTORE_GRACE)
         channel, connection = self._channel, self._connection
-        if self._link_up or self._stop_requested or channel is None or connection is None:
-            return
-        transport = connection.transport
-        if not channel.is_closed or transport is None or transport.connection.is_closed:
-            return  # back, or the connection is down: the robust connection has it
+        if sender is channel and channel is not None and connection is not None:
+            self._restore_watch.closed(channel, connection)
+
+    def _wants_channel_back(self) -> bool:
+        # `_link_up`: aio-pika's restore (or a reconnect) got there first.
+        return not (self._link_up or self._stop_requested)
+
+    def _log_not_restored(self) -> None:
         self.log.warning("channel_not_restored", action="reconnecting")
-        with contextlib.suppress(Exception):
-            await transport.connection.close(ConnectionError("channel not restored"))
 
     def _is_our_connection(self, connection: Any) -> bool:
         """Whether `connection` (aiormq's) is the one under the worker's connection now."""
@@ -600,8 +584,7 @@ class Worker:
                 await asyncio.sleep(backoff(failures))
 
     async def _close(self) -> None:
-        if self._restore_watch is not None:
-            self._restore_watch.cancel()
+        self._restore_watch.cancel()
         if self._link_up:
             await asyncio.sleep(SETTLE_BEFORE_CLOSE)
         if self._connection is not None:
