@@ -21,6 +21,7 @@ import aiohttp
 import orjson
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
+from yarl import URL
 
 # Re-exported: the broker tests import everything about the broker from here.
 from tests.unavailable import AMQP_URL as AMQP_URL
@@ -270,6 +271,26 @@ def rabbitmqctl(*args: str) -> str:
     return subprocess.run(
         [command, *args], capture_output=True, text=True, check=True, timeout=60
     ).stdout
+
+
+@contextlib.contextmanager
+def own_vhost(prefix: str) -> Iterator[str]:
+    """The AMQP URL of a virtual host of the test's own on the shared broker (its limits
+    touch nobody else); deleted again at the end, with its queues."""
+    vhost = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    rabbitmqctl("add_vhost", vhost)
+    try:
+        user = URL(AMQP_URL).user or "guest"
+        rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
+        yield str(URL(AMQP_URL).with_path(f"/{vhost}"))
+    finally:
+        rabbitmqctl("delete_vhost", vhost)
+
+
+def queue_names(vhost_url: str) -> list[str]:
+    vhost = URL(vhost_url).path.lstrip("/")
+    listing = rabbitmqctl("list_queues", "-p", vhost, "name", "-q")
+    return [line.strip() for line in listing.splitlines() if line.strip() not in ("", "name")]
 
 
 def connections_of(pid: int) -> list[str]:

@@ -377,7 +377,7 @@ async def test_a_resend_that_fails_after_its_call_timed_out_reports_nothing(
         raise PromptClientError("link down")
 
     monkeypatch.setattr(client, "_publish", publish_fails_late)
-    client._on_reconnected()
+    client._resend_pending()
     resends = set(client._resends)
     assert resends
     with pytest.raises(PromptTimeout):

@@ -8,10 +8,7 @@ is retried with a pause, then answered `internal`. Every test bounds how often t
 was handled by counting the worker's log lines.
 """
 
-import contextlib
 import re
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import aio_pika
@@ -21,12 +18,13 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 from yarl import URL
 
 from tests.integration.helpers import (
-    AMQP_URL,
     StartWorker,
     WorkerProcess,
     a_job,
     drain,
+    own_vhost,
     queue_depth,
+    queue_names,
     rabbitmqctl,
     wait_for,
 )
@@ -120,26 +118,6 @@ async def test_a_default_reply_queue_deleted_under_the_worker_is_declared_again(
     assert [e["settled"] for e in job_lines(worker)] == ["acked", "acked"]
     assert await queue_depth(channel, topo.request_queue) == 0
     assert await queue_depth(channel, topo.dead_letter_queue) == 0
-
-
-@contextlib.contextmanager
-def own_vhost(prefix: str) -> Iterator[str]:
-    """The AMQP URL of a virtual host of the test's own on the shared broker (its limits
-    touch nobody else); deleted again at the end, with its queues."""
-    vhost = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    rabbitmqctl("add_vhost", vhost)
-    try:
-        user = URL(AMQP_URL).user or "guest"
-        rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
-        yield str(URL(AMQP_URL).with_path(f"/{vhost}"))
-    finally:
-        rabbitmqctl("delete_vhost", vhost)
-
-
-def queue_names(vhost_url: str) -> list[str]:
-    vhost = URL(vhost_url).path.lstrip("/")
-    listing = rabbitmqctl("list_queues", "-p", vhost, "name", "-q")
-    return [line.strip() for line in listing.splitlines() if line.strip() not in ("", "name")]
 
 
 async def test_a_reply_queue_that_cannot_be_declared_again_stalls_nothing(

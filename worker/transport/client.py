@@ -19,8 +19,10 @@ so.
 
 The connection is robust. If it drops, the reply queue (same name) and its consumer
 are restored on reconnect and every call still waiting is published again: a reply the
-worker sent while the client was away had nowhere to go. Calls keep waiting through
-the outage, bounded by their timeout. If no reply comes within the timeout,
+worker sent while the client was away had nowhere to go. The same happens when the
+reply queue is deleted under a connected client: it is declared again, and what is
+waiting published again. Calls keep waiting through the outage, bounded by their
+timeout. If no reply comes within the timeout,
 `PromptTimeout` is raised; the job may still be answered later, into a reply queue
 nobody reads once the client is closed.
 """
@@ -36,7 +38,6 @@ from types import TracebackType
 from typing import Any
 
 import orjson
-from aio_pika.abc import AbstractRobustConnection
 from aiormq.exceptions import AMQPError, DeliveryError, PublishError
 from yarl import URL
 
@@ -133,6 +134,7 @@ class PromptClient:
             self._on_reply,
             robust=True,
             connect_kwargs=broker_tls.connect_kwargs(urls[0], self.tls),
+            on_resumed=self._resend_pending,
         )
         # fail_fast (aio-pika's default): opening fails at once when the broker is down.
         try:
@@ -142,9 +144,6 @@ class PromptClient:
                 await link.close()
             error = PromptAccessRefused if is_access_refused(exc) else PromptBrokerUnreachable
             raise error(connect_failure(broker_address(urls[0]), exc)) from exc
-        connection = link.connection
-        assert isinstance(connection, AbstractRobustConnection)
-        connection.reconnect_callbacks.add(self._on_reconnected)
         self._link = link
 
     async def close(self) -> None:
@@ -161,7 +160,9 @@ class PromptClient:
             raise PromptClientError("client is not open")
         return self._link.reply_queue
 
-    def _on_reconnected(self, *_: Any) -> None:
+    def _resend_pending(self) -> None:
+        """The reply consumer is back (a reconnect, a re-declared reply queue): replies
+        sent while it was away went nowhere, so every waiting call is published again."""
         for correlation_id, call in list(self._pending.items()):
             task = asyncio.ensure_future(self._resend(correlation_id, call))
             self._resends.add(task)

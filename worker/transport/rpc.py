@@ -16,9 +16,19 @@ link connects to the first that answers; a robust link then reconnects round all
 them (`RotatingConnection`), not only to the node it lost. On a robust connection
 aio-pika restores the channel and re-declares the reply queue after a reconnect; the
 consumer, which it does not know about, is registered again each time the channel
-reopens.
+reopens. Should aio-pika fail to restore a channel the broker closed while the
+connection stays up, the link drops the connection to have it restored
+(`ChannelWatch`).
+
+A reply queue deleted under the link (by an operator, say) cancels its consumer: the
+link declares the queue again and consumes it, retrying with growing pauses. Replies
+the worker sent meanwhile went nowhere, so `on_resumed` runs whenever the consumer is
+back (after a reconnect, a reopened channel or a re-declared queue), for the owner to
+publish again what is still waiting.
 """
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -29,10 +39,13 @@ from aiormq.abc import DeliveredMessage
 from yarl import URL
 
 from worker.transport.addresses import SEPARATOR, connect_first
+from worker.transport.channel_watch import ChannelWatch
 from worker.transport.rotation import RotatingConnection
 
 # A reply's correlation id (None when the worker sent none) and its body.
 OnReply = Callable[[str | None, bytes], None]
+# Pauses between attempts to declare a deleted reply queue again: the first, the longest.
+REDECLARE_PAUSES = (0.5, 10.0)
 
 
 class RpcLink:
@@ -47,8 +60,10 @@ class RpcLink:
         *,
         robust: bool,
         connect_kwargs: dict[str, Any] | None = None,
+        on_resumed: Callable[[], None] | None = None,
     ) -> None:
-        """`connect_kwargs`: what `transport.tls.connect_kwargs` built for the URL."""
+        """`connect_kwargs`: what `transport.tls.connect_kwargs` built for the URL;
+        `on_resumed`: runs when the reply consumer is back after it was lost."""
         self.url = url
         self.connect_kwargs = connect_kwargs or {}
         self.request_queue = request_queue
@@ -58,12 +73,25 @@ class RpcLink:
         self._connection: AbstractConnection | None = None
         self._channel: AbstractChannel | None = None
         self._queue: AbstractQueue | None = None
+        self._on_resumed = on_resumed
+        self._consumer_tag: str | None = None
+        # aiormq's channel whose consumer cancellations the link listens to.
+        self._watched: Any = None
+        self._consuming_again: asyncio.Task[None] | None = None
+        self._restore_watch = ChannelWatch(self._wants_channel_back)
+        self._closing = False
 
     @property
     def connection(self) -> AbstractConnection:
         if self._connection is None:
             raise RuntimeError("the link is not open")
         return self._connection
+
+    @property
+    def channel(self) -> AbstractChannel:
+        if self._channel is None:
+            raise RuntimeError("the link is not open")
+        return self._channel
 
     @property
     def is_open(self) -> bool:
@@ -102,16 +130,59 @@ class RpcLink:
             self.reply_queue, exclusive=True, auto_delete=True
         )
         if isinstance(channel, aio_pika.RobustChannel):
-            channel.reopen_callbacks.add(self._consume_again)
+            channel.reopen_callbacks.add(self._on_reopen)
+            channel.close_callbacks.add(self._on_channel_closed)
         await self._consume(channel)
         self._channel = channel
 
     async def _consume(self, channel: AbstractChannel) -> None:
         underlay = await channel.get_underlay_channel()
-        await underlay.basic_consume(self.reply_queue, self._deliver, no_ack=True)
+        if underlay is not self._watched:
+            underlay.on_consumer_cancel_callbacks.add(self._on_cancelled)
+            self._watched = underlay
+        consume_ok = await underlay.basic_consume(self.reply_queue, self._deliver, no_ack=True)
+        self._consumer_tag = consume_ok.consumer_tag
 
-    async def _consume_again(self, channel: Any) -> None:
+    async def _on_reopen(self, channel: Any) -> None:
         await self._consume(channel)
+        self._resumed()
+
+    def _resumed(self) -> None:
+        if self._on_resumed is not None:
+            self._on_resumed()
+
+    def _on_cancelled(self, frame: Any) -> None:
+        """The broker cancelled the reply consumer: the reply queue was deleted."""
+        if frame.consumer_tag != self._consumer_tag or self._closing:
+            return
+        self._consumer_tag = None
+        if self._consuming_again is None or self._consuming_again.done():
+            self._consuming_again = asyncio.ensure_future(self._declare_and_consume())
+
+    async def _declare_and_consume(self) -> None:
+        """Declare the reply queue again and consume it, until that works or the channel
+        closes (a refused declaration closes it: its restore then consumes again)."""
+        pause, longest = REDECLARE_PAUSES
+        while not self._closing and self._consumer_tag is None:
+            channel, queue = self._channel, self._queue
+            if channel is None or queue is None or channel.is_closed:
+                return
+            try:
+                await queue.declare()
+                await self._consume(channel)
+            except Exception:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, longest)
+            else:
+                self._resumed()
+
+    def _wants_channel_back(self) -> bool:
+        return not self._closing and self._channel is not None and self._channel.is_closed
+
+    def _on_channel_closed(self, sender: Any, *_: Any) -> None:
+        channel, connection = self._channel, self._connection
+        if channel is not None and sender is channel and connection is not None:
+            self._restore_watch.closed(channel, connection)
 
     async def _deliver(self, message: DeliveredMessage) -> None:
         self._on_reply(message.header.properties.correlation_id, message.body)
@@ -149,6 +220,12 @@ class RpcLink:
         )
 
     async def close(self) -> None:
+        self._closing = True
+        self._restore_watch.cancel()
+        if self._consuming_again is not None:
+            self._consuming_again.cancel()
+            with contextlib.suppress(BaseException):
+                await self._consuming_again
         connection, self._connection = self._connection, None
         self._channel = self._queue = None
         if connection is not None:
