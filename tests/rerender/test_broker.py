@@ -17,6 +17,7 @@ from pathlib import Path
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
+from yarl import URL
 
 from tests.data import CONFORMANCE, REPO
 from tests.integration.conftest import start_worker, topo
@@ -25,6 +26,9 @@ from tests.integration.helpers import (
     StartWorker,
     TcpProxy,
     WorkerProcess,
+    own_vhost,
+    queue_names,
+    rabbitmqctl,
 )
 from tests.rerender.files import conformance_lines, records, write_lines
 from worker.cli import main
@@ -243,3 +247,90 @@ async def test_broker_lost_mid_run_exits_2_and_resume_completes_the_file(
     )
     assert await asyncio.wait_for(resumed.wait(), DEADLINE) == 1  # the bad lines
     assert out.read_bytes() == expected
+
+
+def rerender_reply_queues(vhost: str = "/") -> list[str]:
+    listing = rabbitmqctl("list_queues", "-p", vhost, "name", "-q")
+    return [n for n in listing.split() if n.startswith("prompt-worker.rerender.")]
+
+
+def wait_for_output(out: Path, process: "subprocess.Popen[bytes]") -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not (out.exists() and out.stat().st_size > 0):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@pytest.mark.slow
+def test_reply_queue_deleted_mid_run_is_declared_again_and_the_run_completes(
+    tmp_path: Path, topo: Topology, start_worker: StartWorker
+) -> None:
+    """An operator deletes the run's reply queue: the run declares it again, consumes
+    it, and retries what was answered into nowhere meanwhile."""
+    source = mixed_input(tmp_path / "in.jsonl", copies=20)
+    expected = local_reference(source, tmp_path / "local.jsonl")
+    worker = start_worker()
+    wait_ready(worker)
+    out, report = tmp_path / "broker.jsonl", tmp_path / "report.json"
+    options = ("--report", str(report), *broker_args(topo, "--window", "64", "--timeout", "10"))
+    rerender = subprocess.Popen(
+        [*WORKER, *argv(source, out, *options)], cwd=REPO, stderr=subprocess.PIPE
+    )
+    wait_for_output(out, rerender)
+    # Stopped, the worker cannot finish the run before the queue is gone.
+    worker.signal(signal.SIGSTOP)
+    try:
+        [reply_queue] = rerender_reply_queues()
+        rabbitmqctl("delete_queue", reply_queue)
+    finally:
+        worker.signal(signal.SIGCONT)
+    assert rerender.poll() is None, "the run ended before its reply queue was deleted"
+    _, err = rerender.communicate(timeout=DEADLINE)
+
+    assert rerender.returncode == 1, err  # the bad lines
+    assert out.read_bytes() == expected
+    summary = json.loads(report.read_text())
+    assert summary["broker"]["timeouts"] == 0
+
+
+@pytest.mark.slow
+def test_a_channel_the_broker_closed_ends_the_run_and_resume_completes_it(
+    tmp_path: Path, topo: Topology, start_worker: StartWorker
+) -> None:
+    """The run's reply queue deleted and declaring it again refused (the vhost's queue
+    limit): the broker closes the run's channel, which ends the run as a lost
+    connection does, rather than recording every job left as a timeout."""
+    with own_vhost("test-rerender-channel") as url:
+        vhost = URL(url).path.lstrip("/")
+        source = mixed_input(tmp_path / "in.jsonl", copies=20)
+        expected = local_reference(source, tmp_path / "local.jsonl")
+        worker = start_worker(amqp_url=url)
+        wait_ready(worker)
+        out = tmp_path / "broker.jsonl"
+        options = (f"--broker={url}", "--request-queue", topo.request_queue)
+        rerender = subprocess.Popen(
+            [*WORKER, *argv(source, out, *options)], cwd=REPO, stderr=subprocess.PIPE
+        )
+        wait_for_output(out, rerender)
+        worker.signal(signal.SIGSTOP)
+        try:
+            [reply_queue] = rerender_reply_queues(vhost)
+            # Set first: the run declares its queue again as soon as it is deleted.
+            limit = {"max-queues": len(queue_names(url)) - 1}
+            rabbitmqctl("set_vhost_limits", "-p", vhost, json.dumps(limit))
+            rabbitmqctl("delete_queue", "-p", vhost, reply_queue)
+        finally:
+            worker.signal(signal.SIGCONT)
+        _, err = rerender.communicate(timeout=DEADLINE)
+
+        assert rerender.returncode == 2, err
+        message = err.decode().splitlines()[-1]
+        assert message.startswith("rerender: error: the broker closed the run's channel")
+        assert message.endswith("re-run with --resume to continue")
+        partial = out.read_bytes()
+        assert expected.startswith(partial) and partial != expected
+        rabbitmqctl("set_vhost_limits", "-p", vhost, '{"max-queues": -1}')
+        resumed = subprocess.run([*WORKER, *argv(source, out, "--resume", *options)], cwd=REPO)
+        assert resumed.returncode == 1  # the bad lines
+        assert out.read_bytes() == expected

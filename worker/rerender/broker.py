@@ -5,8 +5,10 @@ Jobs are published to the request queue (publisher confirms, persistent) with at
 that bounds the reorder buffer and the load put on the fleet. Replies come back on an
 exclusive queue of this run, matched by correlation id (`<run token>.<sequence>`). The
 connection, channel, reply queue and publishing are the RPC core `PromptClient` uses
-(transport/rpc.py), on a plain connection: losing it ends the run (a resume finishes
-the file), where the client would wait for a reconnect.
+(transport/rpc.py), on a plain connection: losing it, or the channel the broker closed,
+ends the run (a resume finishes the file), where the client would wait for a
+reconnect. A reply queue deleted under the run is declared again by the link; the
+replies lost meanwhile come back through the retry after `timeout`.
 
 Delivery is at-least-once: a worker killed mid-job has its job redelivered, and a job
 without a reply within `timeout` is published once more, so a reply can arrive twice;
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aio_pika
+import aiormq
 import orjson
 from aio_pika.abc import AbstractConnection
 
@@ -173,7 +176,12 @@ class BrokerEngine:
     def _on_close(self, sender: Any, exc: BaseException | None = None, *_: Any) -> None:
         if not self._closing and self._failure is None:
             reason = f": {exc}" if exc else ""
-            self._failure = f"lost the connection to the broker{reason}"
+            # A lost connection closes the channel too, and either callback may come
+            # first: only a channel error (the broker's refusal) names the channel.
+            if isinstance(exc, aiormq.exceptions.ChannelClosed):
+                self._failure = f"the broker closed the run's channel{reason}"
+            else:
+                self._failure = f"lost the connection to the broker{reason}"
             self._room.set()
 
     # -- the run -----------------------------------------------------------------------
@@ -186,6 +194,9 @@ class BrokerEngine:
             connection = self._link.connection
             await self._check_request_queue(connection, sink)
             connection.close_callbacks.add(self._on_close)
+            # A channel the broker closed (say, it refused to declare the deleted reply
+            # queue again) is as final as a lost connection on this plain link.
+            self._link.channel.close_callbacks.add(self._on_close)
             ticker = asyncio.create_task(self._tick(sink, stop))
             try:
                 await self._feed(blocks, sink, stop)
