@@ -151,6 +151,18 @@ async def test_a_reply_queue_that_cannot_be_declared_again_stalls_nothing(
             # Left alone, the closed channel stays closed for good: the worker must
             # reconnect (and keeps failing to restore the channel while the limit holds).
             await wait_for(reconnecting, 60, "the worker to reconnect, its channel closed")
+
+            async def restore_refused() -> bool:
+                return bool(events(worker, "broker_restore_refused"))
+
+            # Each reconnect connects, and the broker refuses to restore the channel: an
+            # attempt that reached the broker is not reported as an unreachable broker.
+            await wait_for(restore_refused, 60, "a reconnect whose restore is refused")
+            [refused, *_] = events(worker, "broker_restore_refused")
+            assert "queue limit" in refused["error"]
+            assert not events(worker, "broker_unreachable")
+            # The worker's own lines tell it all; the library's error line is not shown.
+            assert "Callback <OneShotCallback" not in worker.logs()
             assert events(worker, "reply_queue_declare_failed")
             assert not any(e.get("settled") == "acked" for e in job_lines(worker))
             assert await queue_depth(channel, topo.request_queue) == 1  # kept, not lost

@@ -15,7 +15,11 @@ an errno tuple, at debug a traceback). For an operator this class makes that:
   jitter so that a fleet does not reconnect in lockstep after a broker restart, reset
   once connected;
 * wrong credentials (ACCESS_REFUSED) are not retried: one `broker_access_refused`
-  line and `on_refused`, which stops the worker with exit status 2.
+  line and `on_refused`, which stops the worker with exit status 2;
+* an attempt that connected but whose channel the broker refused to restore (a channel
+  error while declaring the topology again, say a virtual host's queue limit) is
+  `broker_restore_refused`, with the same fields: the broker is reachable, and
+  `broker_unreachable` would send an operator to the wrong place.
 
 aio-pika only reports a failed attempt through its logger, so that is where this
 module listens (`_AttemptLines`): the library's connection lines are taken over, the
@@ -29,6 +33,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from aiormq.exceptions import ChannelClosed
 from structlog.typing import FilteringBoundLogger
 from yarl import URL
 
@@ -128,7 +133,7 @@ class BrokerConnection(RotatingConnection):
         # as a whole is not hammered node by node.
         self._pause = self._backoff.next()
         self._log.warning(
-            "broker_unreachable",
+            "broker_restore_refused" if isinstance(exc, ChannelClosed) else "broker_unreachable",
             broker=broker_address(tried),
             next_broker=self.broker,
             error=describe(exc),
@@ -164,12 +169,29 @@ _GONE_WITH_THE_CONNECTION = "ChannelInvalidStateError"
 # A channel lost while it was first being opened tries to restore itself at once, and
 # finds its connection closed (RuntimeError "<Connection ...> closed").
 _RESTORED_TOO_SOON = "RuntimeError"
+# A channel the broker closed restores itself at once, through its close callback; the
+# broker may refuse that too (a channel error). The worker reports the loss itself
+# (`broker_link_down`, then `channel_not_restored`), so the library's error line for
+# that callback only repeats it.
+_RESTORE_CALLBACK = "RobustChannel._on_close"
 
 
-def _gone_with_the_connection(args: tuple[object, ...]) -> bool:
+def _channel_errors(cls: type[BaseException] = ChannelClosed) -> frozenset[str]:
+    names = {cls.__name__}
+    for sub in cls.__subclasses__():
+        names |= _channel_errors(sub)
+    return frozenset(names)
+
+
+_CHANNEL_ERRORS = _channel_errors()
+
+
+def _reported_by_the_worker(args: tuple[object, ...]) -> bool:
     if len(args) < 3:
         return False
     if args[1] == _GONE_WITH_THE_CONNECTION:
+        return True
+    if args[1] in _CHANNEL_ERRORS and _RESTORE_CALLBACK in repr(args[0]):
         return True
     return args[1] == _RESTORED_TOO_SOON and str(args[2]).endswith("> closed")
 
@@ -198,7 +220,7 @@ class _AttemptLines(logging.Filter):
         key = (record.name, record.msg)
         args = record.args if isinstance(record.args, tuple) else ()
         if key == _CALLBACK_ERROR:
-            return not _gone_with_the_connection(args)
+            return not _reported_by_the_worker(args)
         if key not in _TAKEN_OVER:
             return True
         position = _TAKEN_OVER[key]
