@@ -11,7 +11,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import aio_pika
@@ -68,6 +69,46 @@ def broker_args(topology: Topology, *extra: str) -> list[str]:
 def wait_ready(*workers: WorkerProcess) -> None:
     for worker in workers:
         asyncio.run(worker.wait_ready())
+
+
+def rerender_reply_queues(vhost: str = "/") -> list[str]:
+    listing = rabbitmqctl("list_queues", "-p", vhost, "name", "-q")
+    return [n for n in listing.split() if n.startswith("prompt-worker.rerender.")]
+
+
+def wait_for_output(out: Path, process: "subprocess.Popen[bytes]") -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not (out.exists() and out.stat().st_size > 0):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@dataclass
+class Run:
+    """A `rerender --broker` run in a subprocess, past its first written records."""
+
+    process: "subprocess.Popen[bytes]"
+    source: Path
+    out: Path
+    report: Path
+    expected: bytes  # what the local engine writes for the same input
+
+
+def start_run(tmp_path: Path, broker: Sequence[str], timeout: str = "30") -> Run:
+    """Start a run over 20 copies of the mixed input (a worker must be consuming)."""
+    source = mixed_input(tmp_path / "in.jsonl", copies=20)
+    expected = local_reference(source, tmp_path / "local.jsonl")
+    out, report = tmp_path / "broker.jsonl", tmp_path / "report.json"
+    options = ("--report", str(report), *broker, "--window", "64", "--timeout", timeout)
+    process = subprocess.Popen(
+        [*WORKER, *argv(source, out, *options)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    wait_for_output(out, process)
+    return Run(process, source, out, report, expected)
 
 
 @pytest.fixture
@@ -182,23 +223,10 @@ async def test_duplicate_replies_are_written_once(tmp_path: Path, topo: Topology
 def test_worker_killed_mid_run_and_restarted_still_completes_every_job(
     tmp_path: Path, topo: Topology, start_worker: StartWorker
 ) -> None:
-    source = mixed_input(tmp_path / "in.jsonl", copies=20)
-    expected = local_reference(source, tmp_path / "local.jsonl")
     first = start_worker()
     wait_ready(first)
-    out, report = tmp_path / "broker.jsonl", tmp_path / "report.json"
-    options = ("--report", str(report), *broker_args(topo, "--window", "64", "--timeout", "30"))
-    rerender = subprocess.Popen(
-        [*WORKER, *argv(source, out, *options)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + DEADLINE
-    while not (out.exists() and out.stat().st_size > 0):
-        assert rerender.poll() is None, rerender.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    run = start_run(tmp_path, broker_args(topo))
+    rerender, out, expected = run.process, run.out, run.expected
     first.signal(signal.SIGKILL)
     first.process.wait(timeout=30)
     assert rerender.poll() is None, "the run ended before the worker was killed"
@@ -208,7 +236,7 @@ def test_worker_killed_mid_run_and_restarted_still_completes_every_job(
     assert rerender.returncode == 1, err  # the bad lines
     assert out.read_bytes() == expected
     assert written_while_down < expected.count(b"\n")
-    summary = json.loads(report.read_text())
+    summary = json.loads(run.report.read_text())
     assert summary["broker"]["timeouts"] == 0
     assert summary["totals"]["records"] + summary["totals"]["blank_lines"] == expected.count(b"\n")
 
@@ -249,35 +277,16 @@ async def test_broker_lost_mid_run_exits_2_and_resume_completes_the_file(
     assert out.read_bytes() == expected
 
 
-def rerender_reply_queues(vhost: str = "/") -> list[str]:
-    listing = rabbitmqctl("list_queues", "-p", vhost, "name", "-q")
-    return [n for n in listing.split() if n.startswith("prompt-worker.rerender.")]
-
-
-def wait_for_output(out: Path, process: "subprocess.Popen[bytes]") -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not (out.exists() and out.stat().st_size > 0):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-
-
 @pytest.mark.slow
 def test_reply_queue_deleted_mid_run_is_declared_again_and_the_run_completes(
     tmp_path: Path, topo: Topology, start_worker: StartWorker
 ) -> None:
     """An operator deletes the run's reply queue: the run declares it again, consumes
     it, and retries what was answered into nowhere meanwhile."""
-    source = mixed_input(tmp_path / "in.jsonl", copies=20)
-    expected = local_reference(source, tmp_path / "local.jsonl")
     worker = start_worker()
     wait_ready(worker)
-    out, report = tmp_path / "broker.jsonl", tmp_path / "report.json"
-    options = ("--report", str(report), *broker_args(topo, "--window", "64", "--timeout", "10"))
-    rerender = subprocess.Popen(
-        [*WORKER, *argv(source, out, *options)], cwd=REPO, stderr=subprocess.PIPE
-    )
-    wait_for_output(out, rerender)
+    run = start_run(tmp_path, broker_args(topo), timeout="10")
+    rerender, out, expected = run.process, run.out, run.expected
     # Stopped, the worker cannot finish the run before the queue is gone.
     worker.signal(signal.SIGSTOP)
     try:
@@ -290,7 +299,7 @@ def test_reply_queue_deleted_mid_run_is_declared_again_and_the_run_completes(
 
     assert rerender.returncode == 1, err  # the bad lines
     assert out.read_bytes() == expected
-    summary = json.loads(report.read_text())
+    summary = json.loads(run.report.read_text())
     assert summary["broker"]["timeouts"] == 0
 
 
@@ -303,16 +312,11 @@ def test_a_channel_the_broker_closed_ends_the_run_and_resume_completes_it(
     connection does, rather than recording every job left as a timeout."""
     with own_vhost("test-rerender-channel") as url:
         vhost = URL(url).path.lstrip("/")
-        source = mixed_input(tmp_path / "in.jsonl", copies=20)
-        expected = local_reference(source, tmp_path / "local.jsonl")
         worker = start_worker(amqp_url=url)
         wait_ready(worker)
-        out = tmp_path / "broker.jsonl"
-        options = (f"--broker={url}", "--request-queue", topo.request_queue)
-        rerender = subprocess.Popen(
-            [*WORKER, *argv(source, out, *options)], cwd=REPO, stderr=subprocess.PIPE
-        )
-        wait_for_output(out, rerender)
+        broker = (f"--broker={url}", "--request-queue", topo.request_queue)
+        run = start_run(tmp_path, broker)
+        rerender, out, expected = run.process, run.out, run.expected
         worker.signal(signal.SIGSTOP)
         try:
             [reply_queue] = rerender_reply_queues(vhost)
@@ -331,6 +335,6 @@ def test_a_channel_the_broker_closed_ends_the_run_and_resume_completes_it(
         partial = out.read_bytes()
         assert expected.startswith(partial) and partial != expected
         rabbitmqctl("set_vhost_limits", "-p", vhost, '{"max-queues": -1}')
-        resumed = subprocess.run([*WORKER, *argv(source, out, "--resume", *options)], cwd=REPO)
+        resumed = subprocess.run([*WORKER, *argv(run.source, out, "--resume", *broker)], cwd=REPO)
         assert resumed.returncode == 1  # the bad lines
         assert out.read_bytes() == expected
