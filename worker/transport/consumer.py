@@ -486,7 +486,7 @@ class Worker:
 
     async def _consume_again(self) -> None:
         """Declare the request queue again (with its arguments) and consume, until it works."""
-        pause = 0.5
+        failures = 0
         while self._consume_wanted and self._consumer_tag is None:
             assert self._queue is not None and self._channel is not None
             try:
@@ -498,8 +498,8 @@ class Worker:
                 # A failed declare closes the channel: aio-pika reopens it, and
                 # `_on_reopen` may consume first; this loop then ends.
                 self.log.warning("consume_failed", error=repr(exc))
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 10.0)
+                await asyncio.sleep(backoff(failures))
+                failures += 1
 
     async def _drain(self) -> None:
         assert self._idle is not None

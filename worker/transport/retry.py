@@ -4,7 +4,9 @@ A job that failed for a reason outside itself (a full reply queue, a bug of ours
 requeued, and RabbitMQ hands it out again at once: without a pause each failure would
 come straight back, a hot loop bounded only by the delivery limit. The pause doubles
 with each delivery and is capped, so a job spends at most a few tens of seconds
-retrying before its last delivery settles it for good (CONTRACT.md §4).
+retrying before its last delivery settles it for good (CONTRACT.md §4). The same
+pauses space the attempts to consume a queue the broker deleted (the worker's request
+queue, a producer's reply queue) once more.
 """
 
 FIRST_BACKOFF = 0.5

@@ -40,12 +40,11 @@ from yarl import URL
 
 from worker.transport.addresses import SEPARATOR, connect_first
 from worker.transport.channel_watch import ChannelWatch
+from worker.transport.retry import backoff
 from worker.transport.rotation import RotatingConnection
 
 # A reply's correlation id (None when the worker sent none) and its body.
 OnReply = Callable[[str | None, bytes], None]
-# Pauses between attempts to declare a deleted reply queue again: the first, the longest.
-REDECLARE_PAUSES = (0.5, 10.0)
 
 
 class RpcLink:
@@ -162,7 +161,7 @@ class RpcLink:
     async def _declare_and_consume(self) -> None:
         """Declare the reply queue again and consume it, until that works or the channel
         closes (a refused declaration closes it: its restore then consumes again)."""
-        pause, longest = REDECLARE_PAUSES
+        failures = 0
         while not self._closing and self._consumer_tag is None:
             channel, queue = self._channel, self._queue
             if channel is None or queue is None or channel.is_closed:
@@ -171,8 +170,8 @@ class RpcLink:
                 await queue.declare()
                 await self._consume(channel)
             except Exception:
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, longest)
+                await asyncio.sleep(backoff(failures))
+                failures += 1
             else:
                 self._resumed()
 
