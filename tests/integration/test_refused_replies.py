@@ -5,7 +5,8 @@ reply (full reply queue) is retried with a growing pause, then the job dead-lett
 a deleted default reply queue is declared again; a reply above the broker's
 `max_message_size` becomes a `payload_too_large` error reply; a bug in the render path
 is retried with a pause, then answered `internal`. Every test bounds how often the job
-was handled by counting the worker's log lines.
+was handled by counting the worker's log lines. And a job above the broker's limit
+fails its producer's call at once, with the broker's reason.
 """
 
 import re
@@ -30,6 +31,7 @@ from tests.integration.helpers import (
 )
 from tests.rabbit_nodes import ExtraNode
 from worker.transport import faults
+from worker.transport.client import PromptClient, PromptClientError, PromptTimeout
 from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
@@ -272,3 +274,25 @@ async def test_a_reply_above_the_brokers_max_message_size_becomes_an_error_reply
             assert orjson.loads(small.body)["status"] == "ok"
             assert await queue_depth(channel, topo.request_queue) == 0
             assert worker.process.poll() is None
+
+
+@pytest.mark.slow
+async def test_a_job_above_the_brokers_max_message_size_fails_its_call_not_the_client(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    """The broker refuses the job itself and closes the client's channel over it. The
+    call fails at once with the broker's reason, not after its timeout, and the client,
+    its channel restored, goes on answering calls."""
+    with ExtraNode("hard2", 5702, conf=f"max_message_size = {NODE_LIMIT}") as node:
+        worker = start_worker(amqp_url=node.url)
+        await worker.wait_ready()
+        async with PromptClient(node.url, request_queue=topo.request_queue, timeout=120) as client:
+            too_big = orjson.dumps({**a_job("too-big"), "padding": "x" * NODE_LIMIT})
+            with pytest.raises(PromptClientError) as raised:
+                await client.call(too_big, job_id="too-big")
+            assert not isinstance(raised.value, PromptTimeout)
+            assert "larger than" in str(raised.value)  # the broker's reason
+            reply = await client.build(a_job("after"))
+
+        assert reply["status"] == "ok"
+        assert not any(e.get("job_id") == "too-big" for e in job_lines(worker))

@@ -22,7 +22,8 @@ are restored on reconnect and every call still waiting is published again: a rep
 worker sent while the client was away had nowhere to go. The same happens when the
 reply queue is deleted under a connected client: it is declared again, and what is
 waiting published again. Calls keep waiting through the outage, bounded by their
-timeout. If no reply comes within the timeout,
+timeout. A job the broker refuses outright (above its `max_message_size`) closes the
+channel: the call fails at once with the broker's reason, and the client goes on. If no reply comes within the timeout,
 `PromptTimeout` is raised; the job may still be answered later, into a reply queue
 nobody reads once the client is closed.
 """
