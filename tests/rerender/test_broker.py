@@ -35,6 +35,7 @@ from tests.rerender.files import conformance_lines, records, write_lines
 from worker.cli import main
 from worker.render.config import load_config
 from worker.render.renderer import Renderer
+from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES
 from worker.transport.topology import Topology, declare
 
 __all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used here
@@ -338,3 +339,25 @@ def test_a_channel_the_broker_closed_ends_the_run_and_resume_completes_it(
         resumed = subprocess.run([*WORKER, *argv(run.source, out, "--resume", *broker)], cwd=REPO)
         assert resumed.returncode == 1  # the bad lines
         assert out.read_bytes() == expected
+
+
+def test_a_job_above_the_size_limit_is_recorded_as_the_worker_answers_it_never_published(
+    tmp_path: Path, topo: Topology, start_worker: StartWorker
+) -> None:
+    """Published, a job above the broker's own limit would close the run's channel and
+    end the run on every resume; so no job above the worker's limit is published."""
+    huge = {**json.loads(conformance_lines()[0])["job"], "job_id": "huge"}
+    huge["padding"] = "x" * DEFAULT_MAX_MESSAGE_BYTES
+    lines = [*conformance_lines()[:3], json.dumps(huge), *conformance_lines()[3:6]]
+    source = write_lines(tmp_path / "in.jsonl", lines)
+    expected = local_reference(source, tmp_path / "local.jsonl")
+    wait_ready(start_worker())
+    out, report = tmp_path / "broker.jsonl", tmp_path / "report.json"
+
+    code = main(argv(source, out, "--report", str(report), *broker_args(topo)))
+
+    assert code == 1  # the job above the limit is an error record
+    assert out.read_bytes() == expected
+    errors = [r["error"]["code"] for r in records(out) if r is not None and "error" in r]
+    assert errors == ["payload_too_large"]
+    assert json.loads(report.read_text())["broker"]["published"] == len(lines) - 1

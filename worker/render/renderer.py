@@ -25,9 +25,11 @@ from worker.render.catalogue import CATALOGUES
 from worker.render.config import WorkerConfig
 from worker.render.decode import load_body, validate_job
 from worker.render.replies import (
+    DEFAULT_MAX_MESSAGE_BYTES,
     RenderOutcome,
     error_reply,
     invalid_job,
+    payload_too_large,
     peek_identity,
     too_deep,
     validation_details,
@@ -35,8 +37,6 @@ from worker.render.replies import (
 
 if TYPE_CHECKING:
     from worker.render.budget import Fitted
-
-DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -85,11 +85,7 @@ class Renderer:
         size = len(body)
         if size > self.max_message_bytes:
             # Not parsed: the limit exists so that huge bodies cost nothing.
-            return error_reply(
-                ErrorCode.PAYLOAD_TOO_LARGE,
-                f"message of {size} bytes exceeds the limit of {self.max_message_bytes} bytes",
-                request_bytes=size,
-            )
+            return payload_too_large(size, self.max_message_bytes)
         # orjson + python-mode validation rather than model_validate_json: arbitrary JSON
         # (tool schemas) passes through instead of being rebuilt (docs/PERFORMANCE.md).
         try:

@@ -9,6 +9,10 @@ from pydantic import ValidationError
 
 from schemas.codes import ErrorCode
 
+# The largest job body the worker reads (`serve --max-message-bytes`); larger ones are
+# answered `payload_too_large` unread.
+DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+
 
 @dataclass(slots=True)
 class RenderOutcome:
@@ -98,6 +102,15 @@ def invalid_job(
         kind=kind,
         details=details,
         request_bytes=request_bytes,
+    )
+
+
+def payload_too_large(size: int, limit: int) -> RenderOutcome:
+    """The reply to a body above the worker's limit, which is refused unread."""
+    return error_reply(
+        ErrorCode.PAYLOAD_TOO_LARGE,
+        f"message of {size} bytes exceeds the limit of {limit} bytes",
+        request_bytes=size,
     )
 
 

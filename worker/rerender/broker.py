@@ -17,7 +17,8 @@ an error record with code `timeout`. Nothing is dropped silently: every input li
 gets a record, in input order.
 
 Bad input lines are never published (they would only be dead-lettered): they get the
-same error records the local engine writes.
+same error records the local engine writes. Nor is a job above the worker's default
+size limit: it gets the `payload_too_large` record the worker would answer.
 """
 
 import asyncio
@@ -36,6 +37,7 @@ from aio_pika.abc import AbstractConnection
 from schemas.budget import Budget
 from schemas.codes import ErrorCode
 from worker.ops.logs import silence_broker_libraries
+from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES, payload_too_large
 from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.sink import EngineError, Input, Sink
@@ -236,6 +238,12 @@ class BrokerEngine:
                 self._pending[seq] = pending
                 if line.body is None:
                     pending.reply, pending.done = bad_line_reply(line), True
+                elif len(line.body) > DEFAULT_MAX_MESSAGE_BYTES:
+                    # Answered here as the worker answers it unread (and as the local
+                    # engine writes it). Published, a job above the broker's own limit
+                    # would close the run's channel and end the run, on every resume.
+                    reply = payload_too_large(len(line.body), DEFAULT_MAX_MESSAGE_BYTES)
+                    pending.reply, pending.done = orjson.loads(reply.body), True
                 else:
                     self._publish(seq, pending)
             self._flush(sink)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from worker.render.renderer import DEFAULT_MAX_MESSAGE_BYTES
+from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES
 from worker.transport import topology
 from worker.transport.addresses import first_address, parse_addresses
 from worker.transport.tls import TlsFiles, TlsFilesError, connect_kwargs
