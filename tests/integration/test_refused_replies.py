@@ -9,6 +9,7 @@ was handled by counting the worker's log lines. And a job above the broker's lim
 fails its producer's call at once, with the broker's reason.
 """
 
+import asyncio
 import re
 from typing import Any
 
@@ -280,19 +281,25 @@ async def test_a_reply_above_the_brokers_max_message_size_becomes_an_error_reply
 async def test_a_job_above_the_brokers_max_message_size_fails_its_call_not_the_client(
     start_worker: StartWorker, topo: Topology
 ) -> None:
-    """The broker refuses the job itself and closes the client's channel over it. The
-    call fails at once with the broker's reason, not after its timeout, and the client,
-    its channel restored, goes on answering calls."""
+    """The broker refuses the job itself and closes the client's channel over it, under
+    the calls in flight with it too. The call fails at once with the broker's reason,
+    not after its timeout; the others are answered, and the client goes on."""
     with ExtraNode("hard2", 5702, conf=f"max_message_size = {NODE_LIMIT}") as node:
         worker = start_worker(amqp_url=node.url)
         await worker.wait_ready()
         async with PromptClient(node.url, request_queue=topo.request_queue, timeout=120) as client:
             too_big = orjson.dumps({**a_job("too-big"), "padding": "x" * NODE_LIMIT})
-            with pytest.raises(PromptClientError) as raised:
-                await client.call(too_big, job_id="too-big")
-            assert not isinstance(raised.value, PromptTimeout)
-            assert "larger than" in str(raised.value)  # the broker's reason
-            reply = await client.build(a_job("after"))
+            before = [client.build(a_job(f"before-{n}")) for n in range(5)]
+            refused = client.call(too_big, job_id="too-big")
+            after = [client.build(a_job(f"after-{n}")) for n in range(5)]
+            *answers, raised = await asyncio.gather(
+                *before, *after, refused, return_exceptions=True
+            )
+            assert isinstance(raised, PromptClientError), raised
+            assert not isinstance(raised, PromptTimeout)
+            assert "larger than" in str(raised)  # the broker's reason
+            reply = await client.build(a_job("later"))
 
+        assert [a["status"] for a in answers if isinstance(a, dict)] == ["ok"] * 10, answers
         assert reply["status"] == "ok"
         assert not any(e.get("job_id") == "too-big" for e in job_lines(worker))

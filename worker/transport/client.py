@@ -39,7 +39,7 @@ from types import TracebackType
 from typing import Any
 
 import orjson
-from aiormq.exceptions import AMQPError, DeliveryError, PublishError
+from aiormq.exceptions import AMQPError, ChannelClosed, DeliveryError, PublishError
 from yarl import URL
 
 from worker.transport import tls as broker_tls
@@ -100,7 +100,8 @@ class PromptClient:
         self.timeout = timeout
         self._link: RpcLink | None = None
         self._pending: dict[str, _Call] = {}
-        self._resends: set[asyncio.Task[None]] = set()
+        self._resends: set[asyncio.Future[None]] = set()
+        self._resending: asyncio.Future[None] | None = None
         self.unmatched_replies = 0
         self.resent = 0
 
@@ -164,20 +165,31 @@ class PromptClient:
     def _resend_pending(self) -> None:
         """The reply consumer is back (a reconnect, a re-declared reply queue): replies
         sent while it was away went nowhere, so every waiting call is published again."""
-        for correlation_id, call in list(self._pending.items()):
-            task = asyncio.ensure_future(self._resend(correlation_id, call))
-            self._resends.add(task)
-            task.add_done_callback(self._resends.discard)
+        if self._resending is not None:
+            self._resending.cancel()  # a round the link's loss interrupted
+        task = asyncio.ensure_future(self._resend_all())
+        self._resending = task
+        self._resends.add(task)
+        task.add_done_callback(self._resends.discard)
 
-    async def _resend(self, correlation_id: str, call: "_Call") -> None:
-        try:
-            await self._publish(call.body, correlation_id)
+    async def _resend_all(self) -> None:
+        # One at a time: a job the broker refuses outright closes the channel under every
+        # publish in flight with it, and only the refused one must fail. The calls after
+        # it wait for the channel's restore, which starts another round.
+        for correlation_id, call in list(self._pending.items()):
+            if call.future.done():
+                continue
+            try:
+                await self._publish(call.body, correlation_id)
+            except (PromptClientError, ChannelClosed) as exc:  # the broker refused it
+                if not call.future.done():
+                    call.future.set_exception(
+                        PromptClientError(f"could not re-send job {call.job_id!r}: {exc!r}")
+                    )
+                return
+            except Exception:  # the link went again: its return starts another round
+                return
             self.resent += 1
-        except Exception as exc:
-            if not call.future.done():
-                call.future.set_exception(
-                    PromptClientError(f"could not re-send job {call.job_id!r}: {exc!r}")
-                )
 
     def _fail_pending(self, error: Exception) -> None:
         for call in self._pending.values():
