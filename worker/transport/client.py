@@ -23,9 +23,9 @@ worker sent while the client was away had nowhere to go. The same happens when t
 reply queue is deleted under a connected client: it is declared again, and what is
 waiting published again. Calls keep waiting through the outage, bounded by their
 timeout. A job the broker refuses outright (above its `max_message_size`) closes the
-channel: the call fails at once with the broker's reason, and the client goes on. If no reply comes within the timeout,
-`PromptTimeout` is raised; the job may still be answered later, into a reply queue
-nobody reads once the client is closed.
+channel: the call fails at once with the broker's reason, and the client goes on. If
+no reply comes within the timeout, `PromptTimeout` is raised; the job may still be
+answered later, into a reply queue nobody reads once the client is closed.
 """
 
 import asyncio
@@ -100,7 +100,7 @@ class PromptClient:
         self.timeout = timeout
         self._link: RpcLink | None = None
         self._pending: dict[str, _Call] = {}
-        self._resends: set[asyncio.Future[None]] = set()
+        # The round of re-sends under way, if any (one at a time: `_resend_all`).
         self._resending: asyncio.Future[None] | None = None
         self.unmatched_replies = 0
         self.resent = 0
@@ -150,8 +150,8 @@ class PromptClient:
 
     async def close(self) -> None:
         self._fail_pending(PromptClientError("client closed"))
-        for task in list(self._resends):
-            task.cancel()
+        if self._resending is not None:
+            self._resending.cancel()
         link, self._link = self._link, None
         if link is not None:
             await link.close()
@@ -167,10 +167,7 @@ class PromptClient:
         sent while it was away went nowhere, so every waiting call is published again."""
         if self._resending is not None:
             self._resending.cancel()  # a round the link's loss interrupted
-        task = asyncio.ensure_future(self._resend_all())
-        self._resending = task
-        self._resends.add(task)
-        task.add_done_callback(self._resends.discard)
+        self._resending = asyncio.ensure_future(self._resend_all())
 
     async def _resend_all(self) -> None:
         # One at a time: a job the broker refuses outright closes the channel under every

@@ -176,7 +176,8 @@ class RpcLink:
                 self._resumed()
 
     def _wants_channel_back(self) -> bool:
-        return not self._closing and self._channel is not None and self._channel.is_closed
+        # Whether the channel is back, ChannelWatch checks itself.
+        return not self._closing
 
     def _on_channel_closed(self, sender: Any, *_: Any) -> None:
         channel, connection = self._channel, self._connection
