@@ -206,10 +206,11 @@ def served(image: str, request: pytest.FixtureRequest) -> Iterator[Served]:
         yield result
 
 
-def test_starts_ready_with_the_fast_masking_engine(served: Served) -> None:
+def test_starts_ready_with_the_fast_masking_engine_and_loop(served: Served) -> None:
     starting = [e for e in served.container.log_events() if e.get("event") == "starting"]
     assert len(starting) == 1, served.container.logs()
     assert starting[0]["masking_engine"] == "libhs"
+    assert starting[0]["event_loop"] == "uvloop"
     assert served.http_get("/readyz")[0] == 200
 
 

@@ -25,12 +25,17 @@ from worker.transport.topology import Topology
 pytestmark = pytest.mark.broker
 
 
+# uvloop is the default where installed (it is a dependency); asyncio's own loop must
+# serve alike.
+@pytest.mark.parametrize(("loop_choice", "loop_name"), [("auto", "uvloop"), ("asyncio", "asyncio")])
 async def test_every_seed_000_kind_end_to_end(
-    start_worker: StartWorker, client: PromptClient
+    start_worker: StartWorker, client: PromptClient, loop_choice: str, loop_name: str
 ) -> None:
     assert {case["job"]["kind"] for case in CASES} == SEED_000_KINDS
-    worker = start_worker()
+    worker = start_worker(env={"PROMPT_WORKER_EVENT_LOOP": loop_choice})
     await worker.wait_ready()
+    [starting] = [e for e in worker.log_events() if e.get("event") == "starting"]
+    assert starting["event_loop"] == loop_name
 
     replies = await asyncio.gather(*(client.build(case["job"], timeout=60) for case in CASES))
 

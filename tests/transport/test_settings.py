@@ -55,6 +55,7 @@ def test_defaults() -> None:
     assert settings.max_message_bytes == 32 * 1024 * 1024
     assert settings.log_format is None
     assert settings.processes == 1
+    assert settings.event_loop == "auto"
 
 
 def test_every_documented_variable_exists() -> None:
@@ -74,6 +75,7 @@ def test_environment_is_read() -> None:
             "PROMPT_WORKER_HTTP_PORT": "0",
             "PROMPT_WORKER_LOG_LEVEL": "DEBUG",
             "PROMPT_WORKER_LOG_FORMAT": "console",
+            "PROMPT_WORKER_EVENT_LOOP": "AsyncIO",
         }
     )
     assert settings.amqp_url == "amqps://u:p@rabbit.example:5671/prod"
@@ -86,6 +88,7 @@ def test_environment_is_read() -> None:
     assert settings.http_port == 0
     assert settings.log_level == "debug"
     assert settings.log_format == "console"
+    assert settings.event_loop == "asyncio"
 
 
 def test_flags_win_over_environment() -> None:
@@ -113,6 +116,7 @@ def test_an_empty_config_variable_means_no_config() -> None:
         ({"PROMPT_WORKER_REPLY_QUEUE": "amq.gen-x"}, "reserved"),
         ({"PROMPT_WORKER_MAX_MESSAGE_BYTES": "-1"}, "at least 1"),
         ({"PROMPT_WORKER_REPLY_QUEUE": "build-prompt"}, "three different names"),
+        ({"PROMPT_WORKER_EVENT_LOOP": "trio"}, "expected one of auto, uvloop, asyncio"),
     ],
 )
 def test_bad_values_are_named(env: dict[str, str], message: str) -> None:
@@ -129,7 +133,12 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_settings_round_trip_through_the_environment() -> None:
     # How the supervisor hands settings to its worker processes.
-    settings = parse(["--prefetch", "7", "--request-queue", "q", "--shutdown-timeout", "3.5"])
+    settings = parse(
+        [
+            *("--prefetch", "7", "--request-queue", "q"),
+            *("--shutdown-timeout", "3.5", "--event-loop", "uvloop"),
+        ]
+    )
     assert from_env(settings.to_env()) == settings
 
 

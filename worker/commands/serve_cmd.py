@@ -32,10 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
     from worker.ops.logs import configure_logging
     from worker.render.config import load_config
+    from worker.transport.event_loop import EventLoopUnavailable, loop_factory, run_on
     from worker.transport.settings import SettingsError, from_args
     from worker.transport.supervisor import Supervisor
 
@@ -50,9 +49,14 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"prompt-worker serve: configuration error: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    try:
+        factory = loop_factory(settings.event_loop)
+    except EventLoopUnavailable as exc:
+        print(f"prompt-worker serve: {exc}", file=sys.stderr)
+        return USAGE_ERROR
     if settings.processes > 1:
         return Supervisor(settings).run()
-    return asyncio.run(serve(settings, config))
+    return run_on(factory, serve(settings, config))
 
 
 async def serve(settings: "Settings", config: "WorkerConfig") -> int:
@@ -66,6 +70,7 @@ async def serve(settings: "Settings", config: "WorkerConfig") -> int:
     from worker.ops.metrics import Metrics
     from worker.render.renderer import Renderer
     from worker.transport.consumer import Worker
+    from worker.transport.event_loop import running_loop_name
 
     log = get_logger(component="serve")
     metrics = Metrics(__version__)
@@ -104,6 +109,7 @@ async def serve(settings: "Settings", config: "WorkerConfig") -> int:
         version=__version__,
         http_port=settings.http_port or None,
         request_queue=settings.request_queue,
+        event_loop=running_loop_name(),
         # Which scan runs masking: "libhs" is fastest, "python" means slow jobs.
         masking_engine=renderer.masker.prefilter.engine if renderer.masker else None,
     )

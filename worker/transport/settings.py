@@ -45,6 +45,9 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["json", "console"]
 LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
 LOG_FORMATS: tuple[LogFormat, ...] = ("json", "console")
+# What `serve` runs on (worker/transport/event_loop.py).
+EventLoopName = Literal["auto", "uvloop", "asyncio"]
+EVENT_LOOP_NAMES: tuple[EventLoopName, ...] = ("auto", "uvloop", "asyncio")
 
 
 class SettingsError(ValueError):
@@ -73,6 +76,8 @@ class Settings:
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
     render_timeout: float = DEFAULT_RENDER_TIMEOUT
     max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES
+    # auto: uvloop when installed, else asyncio's own loop.
+    event_loop: EventLoopName = "auto"
     tls_ca_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
@@ -356,6 +361,14 @@ SETTINGS: tuple[SettingSpec, ...] = (
         _int_in(1),
         "job bytes handled at once; beyond it consuming pauses (a bigger job runs alone)",
         "BYTES",
+    ),
+    SettingSpec(
+        "event_loop",
+        "--event-loop",
+        "PROMPT_WORKER_EVENT_LOOP",
+        _choice(EVENT_LOOP_NAMES),
+        "auto (uvloop when installed), uvloop or asyncio",
+        "LOOP",
     ),
 )
 
