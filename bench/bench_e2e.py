@@ -26,6 +26,7 @@ queues deleted at the end, even on Ctrl-C.
     .venv/bin/python bench/bench_e2e.py --quick         # a smoke run
     .venv/bin/python bench/bench_e2e.py --drain-only    # CPU/job and drain pairs only
     .venv/bin/python bench/bench_e2e.py --before /tmp/before   # + the worker of another tree
+    .venv/bin/python bench/bench_e2e.py --workers echo,render-asyncio,render   # uvloop or not
     .venv/bin/python bench/bench_e2e.py --json results.json
 """
 
@@ -61,6 +62,8 @@ GOECHO = REPO / "bench" / "goecho"
 WORKERS = {
     "echo": [sys.executable, str(REPO / "bench" / "echo_worker.py")],
     "render": [sys.executable, "-m", "worker", "serve"],
+    # The same worker on asyncio's own loop instead of uvloop (its default).
+    "render-asyncio": [sys.executable, "-m", "worker", "serve", "--event-loop", "asyncio"],
     "go": [str(GOECHO / "goecho")],
 }
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -343,14 +346,18 @@ def table(rows: list[Figures]) -> str:
                     else ""
                 )
             )
-        before = by.get(("before", procs))
-        if echo and before:
-            pairs = list(zip(echo.drain_runs, before.drain_runs, strict=True))
-            lines.append(
-                f"  the tree before (--before), median of its {len(pairs)} pairs with echo: drain"
-                f" {statistics.median(b[0] / e[0] for e, b in pairs):.0%}, CPU/job"
-                f" {statistics.median(b[1] / e[1] for e, b in pairs):.2f}x"
-            )
+        for kind, label in (
+            ("before", "the tree before (--before)"),
+            ("render-asyncio", "render on asyncio's loop"),
+        ):
+            other = by.get((kind, procs))
+            if echo and other:
+                pairs = list(zip(echo.drain_runs, other.drain_runs, strict=True))
+                lines.append(
+                    f"  {label}, median of its {len(pairs)} pairs with echo: drain"
+                    f" {statistics.median(b[0] / e[0] for e, b in pairs):.0%}, CPU/job"
+                    f" {statistics.median(b[1] / e[1] for e, b in pairs):.2f}x"
+                )
     return "\n".join(lines)
 
 
@@ -402,7 +409,8 @@ def parse_args() -> argparse.Namespace:
         "--workers",
         type=lambda s: s.split(","),
         default=["echo", "render", "go"],
-        help="echo, render, go (the Go echo: skipped with a note when Go is absent)",
+        help="echo, render, render-asyncio (serve on asyncio's loop), go (the Go echo: "
+        "skipped with a note when Go is absent)",
     )
     parser.add_argument("--phase-timeout", type=float, default=300.0)
     parser.add_argument(
