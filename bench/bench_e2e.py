@@ -119,18 +119,7 @@ def workers(
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
     # "before": `serve` of another checkout (`--before`), run from its own directory.
     command, cwd = (WORKERS["render"], args.before) if kind == "before" else (WORKERS[kind], REPO)
-    env = {
-        **os.environ,
-        "PROMPT_WORKER_AMQP_URL": args.amqp_url,
-        "PROMPT_WORKER_REQUEST_QUEUE": topo.request_queue,
-        "PROMPT_WORKER_REPLY_QUEUE": topo.reply_queue,
-        "PROMPT_WORKER_DEAD_LETTER_QUEUE": topo.dead_letter,
-        "PROMPT_WORKER_PREFETCH": str(args.prefetch),
-        "PROMPT_WORKER_CONFIG": str(args.config),
-        "PROMPT_WORKER_HTTP_PORT": "0",
-        "PROMPT_WORKER_LOG_LEVEL": "info",
-        "PROMPT_WORKER_LOG_FORMAT": "json",
-    }
+    env = serve_env(topo, args.amqp_url, args.prefetch, args.config)
     processes = [
         subprocess.Popen(
             command,
@@ -144,15 +133,38 @@ def workers(
     try:
         yield processes
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(processes)
+
+
+def serve_env(
+    topo: topology.Topology, amqp_url: str, prefetch: int, config: Path | str
+) -> dict[str, str]:
+    """The environment of a `serve` process on `topo`'s queues (no HTTP server)."""
+    return {
+        **os.environ,
+        "PROMPT_WORKER_AMQP_URL": amqp_url,
+        "PROMPT_WORKER_REQUEST_QUEUE": topo.request_queue,
+        "PROMPT_WORKER_REPLY_QUEUE": topo.reply_queue,
+        "PROMPT_WORKER_DEAD_LETTER_QUEUE": topo.dead_letter,
+        "PROMPT_WORKER_PREFETCH": str(prefetch),
+        "PROMPT_WORKER_CONFIG": str(config),
+        "PROMPT_WORKER_HTTP_PORT": "0",
+        "PROMPT_WORKER_LOG_LEVEL": "info",
+        "PROMPT_WORKER_LOG_FORMAT": "json",
+    }
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM, then up to 30 s to finish, then SIGKILL."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 class Drain:

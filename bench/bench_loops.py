@@ -19,7 +19,6 @@ alternating round by round, then the percentiles of all calls of each loop.
 import argparse
 import asyncio
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -36,7 +35,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench_e2e import CONFIG, JOB, Drain, cpu_seconds, percentile  # noqa: E402
+from bench_e2e import (  # noqa: E402
+    CONFIG,
+    JOB,
+    Drain,
+    cpu_seconds,
+    percentile,
+    serve_env,
+    stop,
+)
 
 from worker.transport import topology  # noqa: E402
 from worker.transport.client import PromptClient  # noqa: E402
@@ -45,18 +52,7 @@ LOOPS = ("uvloop", "asyncio")
 
 
 def start(loop: str, topo: topology.Topology, url: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "PROMPT_WORKER_AMQP_URL": url,
-        "PROMPT_WORKER_REQUEST_QUEUE": topo.request_queue,
-        "PROMPT_WORKER_REPLY_QUEUE": topo.reply_queue,
-        "PROMPT_WORKER_DEAD_LETTER_QUEUE": topo.dead_letter,
-        "PROMPT_WORKER_PREFETCH": "64",
-        "PROMPT_WORKER_CONFIG": str(CONFIG),
-        "PROMPT_WORKER_HTTP_PORT": "0",
-        "PROMPT_WORKER_LOG_FORMAT": "json",
-        "PROMPT_WORKER_EVENT_LOOP": loop,
-    }
+    env = {**serve_env(topo, url, 64, CONFIG), "PROMPT_WORKER_EVENT_LOOP": loop}
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "worker", "serve"],
@@ -70,18 +66,6 @@ def start(loop: str, topo: topology.Topology, url: str, log: Path) -> subprocess
 def jobs_logged(log: Path) -> int:
     with log.open("rb") as lines:
         return sum(1 for line in lines if b'"event":"job"' in line)
-
-
-def stop(processes: list[subprocess.Popen[bytes]]) -> None:
-    for process in processes:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    for process in processes:
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 async def fresh_topology(channel: AbstractChannel) -> topology.Topology:
