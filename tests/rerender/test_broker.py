@@ -361,3 +361,30 @@ def test_a_job_above_the_size_limit_is_recorded_as_the_worker_answers_it_never_p
     errors = [r["error"]["code"] for r in records(out) if r is not None and "error" in r]
     assert errors == ["payload_too_large"]
     assert json.loads(report.read_text())["broker"]["published"] == len(lines) - 1
+
+
+def test_the_fleets_own_size_limit_is_kept_and_matches_the_local_engine(
+    tmp_path: Path, topo: Topology, start_worker: StartWorker
+) -> None:
+    """With --max-message-bytes (a fleet configured below serve's default), the broker
+    engine gates at that limit: the larger jobs are never published and their records
+    are the local engine's with the same limit."""
+    lines = conformance_lines()[:8]
+    limit = "1000"
+    source = write_lines(tmp_path / "in.jsonl", lines)
+    local = tmp_path / "local.jsonl"
+    assert main(argv(source, local, "--config", CONFIG, "--max-message-bytes", limit)) == 1
+    too_large = sum(1 for r in records(local) if r and "error" in r)
+    assert 0 < too_large < len(lines)
+    wait_ready(start_worker())
+    out, report = tmp_path / "broker.jsonl", tmp_path / "report.json"
+
+    code = main(
+        argv(source, out, "--report", str(report), "--max-message-bytes", limit) + broker_args(topo)
+    )
+
+    assert code == 1
+    assert out.read_bytes() == local.read_bytes()
+    broker = json.loads(report.read_text())["broker"]
+    assert broker["published"] == len(lines) - too_large
+    assert broker["max_message_bytes"] == int(limit)

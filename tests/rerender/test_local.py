@@ -436,3 +436,35 @@ def test_a_bare_broker_flag_takes_the_url_from_the_environment(
     out = str(tmp_path / "o")
     assert main(["rerender", str(source), "--out", out, "--broker", "--progress", "off"]) == 2
     assert "cannot reach the broker at amqp://guest:***@127.0.0.1:1/" in capsys.readouterr().err
+
+
+def test_the_fleets_size_limit_from_the_flag_or_its_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A fleet run with a smaller (or larger) --max-message-bytes answers differently
+    # from serve's default; rerender must say what that fleet would send.
+    lines = conformance_lines()[:4]
+    sizes = [len(orjson.dumps(json.loads(line)["job"])) for line in lines]
+    # Between the smallest job and the others, with room for spelling differences.
+    limit = min(sizes) + 100
+    assert sorted(sizes)[1] > limit + 100
+    source = write_lines(tmp_path / "in.jsonl", lines)
+    out = tmp_path / "out.jsonl"
+
+    def too_large(*options: str) -> list[int]:
+        """The input lines answered payload_too_large."""
+        assert rerender(str(source), "--out", str(out), *options) in (0, 1)
+        codes = [(r or {}).get("error", {}).get("code") for r in records(out)]
+        return [i for i, code in enumerate(codes) if code == "payload_too_large"]
+
+    assert too_large() == []
+    larger = [i for i, size in enumerate(sizes) if size > limit]
+    assert too_large("--max-message-bytes", str(limit)) == larger
+    monkeypatch.setenv("PROMPT_WORKER_MAX_MESSAGE_BYTES", str(limit))
+    assert too_large() == larger
+    # The flag wins over the variable.
+    assert too_large("--max-message-bytes", "1_000_000") == []
+
+    monkeypatch.setenv("PROMPT_WORKER_MAX_MESSAGE_BYTES", "lots")
+    assert rerender(str(source), "--out", str(out)) == 2
+    assert "PROMPT_WORKER_MAX_MESSAGE_BYTES: expected an integer" in capsys.readouterr().err

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 HELP = "re-render past jobs (JSON Lines) and report drift from what was sent"
 AMQP_URL_ENV = "PROMPT_WORKER_AMQP_URL"
 REQUEST_QUEUE_ENV = "PROMPT_WORKER_REQUEST_QUEUE"
+MAX_MESSAGE_BYTES_ENV = "PROMPT_WORKER_MAX_MESSAGE_BYTES"
 
 
 def _int_at_least(low: int) -> Callable[[str], int]:
@@ -107,6 +108,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"render processes (default: the usable cores, here {usable_cores()})",
     )
     add_config_argument(parser)
+    # The fleet's size limit, same flag and variable as serve's: both engines answer a
+    # larger job `payload_too_large`, as the fleet would, and the broker engine never
+    # publishes it.
+    add_setting_arguments(parser, ("max_message_bytes",))
     broker = parser.add_argument_group("broker engine")
     broker.add_argument(
         "--request-queue",
@@ -201,7 +206,11 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
 
     flags = {field: getattr(args, field) for field in _TLS_SETTINGS}
     # $PROMPT_WORKER_AMQP_URL(_FILE) and the queue variable are serve's, read the same way.
-    flags.update(amqp_url=args.broker or None, request_queue=args.request_queue)
+    flags.update(
+        amqp_url=args.broker or None,
+        request_queue=args.request_queue,
+        max_message_bytes=args.max_message_bytes,
+    )
     try:
         settings = resolve(flags, os.environ)
     except SettingsError as exc:
@@ -213,7 +222,21 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
         timeout=args.timeout or DEFAULT_TIMEOUT,
         default_budget=_default_budget(args),
         tls=settings.tls,
+        max_message_bytes=settings.max_message_bytes,
     )
+
+
+def _max_message_bytes(args: argparse.Namespace) -> int:
+    """--max-message-bytes, else $PROMPT_WORKER_MAX_MESSAGE_BYTES, else serve's default."""
+    from worker.rerender.run import RerenderError
+    from worker.transport.settings import SettingsError, resolve
+
+    try:
+        # Only this setting: the local engine must not fail on the fleet's other variables.
+        env = {k: v for k, v in os.environ.items() if k == MAX_MESSAGE_BYTES_ENV}
+        return resolve({"max_message_bytes": args.max_message_bytes}, env).max_message_bytes
+    except SettingsError as exc:
+        raise RerenderError(str(exc)) from None
 
 
 def _default_budget(args: argparse.Namespace) -> "Budget | None":
@@ -268,7 +291,11 @@ def run(args: argparse.Namespace) -> int:
                     raise RerenderError(f"--tokenizer: {exc}") from None
             config = load_config_or_exit(args.config)
             try:
-                renderer = Renderer(config, default_budget=default_budget)
+                renderer = Renderer(
+                    config,
+                    default_budget=default_budget,
+                    max_message_bytes=_max_message_bytes(args),
+                )
             except ConfigError as exc:  # a family's start-up check of the configuration
                 raise RerenderError(f"configuration error: {exc}") from None
             versions = renderer.template_versions()

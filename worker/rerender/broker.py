@@ -17,8 +17,9 @@ an error record with code `timeout`. Nothing is dropped silently: every input li
 gets a record, in input order.
 
 Bad input lines are never published (they would only be dead-lettered): they get the
-same error records the local engine writes. Nor is a job above the worker's default
-size limit: it gets the `payload_too_large` record the worker would answer.
+same error records the local engine writes. Nor is a job above the fleet's size limit
+(`max_message_bytes`, serve's default unless told): it gets the `payload_too_large`
+record the worker would answer.
 """
 
 import asyncio
@@ -84,8 +85,10 @@ class BrokerEngine:
         timeout: float = DEFAULT_TIMEOUT,
         default_budget: Budget | None = None,
         tls: TlsFiles | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self.url = url
+        self.max_message_bytes = max_message_bytes
         # Written into every job that has no budget of its own (rerender --budget).
         self.default_budget = (
             None if default_budget is None else default_budget.model_dump(mode="json")
@@ -126,6 +129,7 @@ class BrokerEngine:
                 "request_queue": self.request_queue,
                 "window": self.window,
                 "timeout_s": self.timeout,
+                "max_message_bytes": self.max_message_bytes,
                 "published": self.published,
                 "retries": self.retries,
                 "timeouts": self.timeouts,
@@ -238,11 +242,11 @@ class BrokerEngine:
                 self._pending[seq] = pending
                 if line.body is None:
                     pending.reply, pending.done = bad_line_reply(line), True
-                elif len(line.body) > DEFAULT_MAX_MESSAGE_BYTES:
+                elif len(line.body) > self.max_message_bytes:
                     # Answered here as the worker answers it unread (and as the local
                     # engine writes it). Published, a job above the broker's own limit
                     # would close the run's channel and end the run, on every resume.
-                    reply = payload_too_large(len(line.body), DEFAULT_MAX_MESSAGE_BYTES)
+                    reply = payload_too_large(len(line.body), self.max_message_bytes)
                     pending.reply, pending.done = orjson.loads(reply.body), True
                 else:
                     self._publish(seq, pending)
