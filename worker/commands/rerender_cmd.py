@@ -206,11 +206,7 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
 
     flags = {field: getattr(args, field) for field in _TLS_SETTINGS}
     # $PROMPT_WORKER_AMQP_URL(_FILE) and the queue variable are serve's, read the same way.
-    flags.update(
-        amqp_url=args.broker or None,
-        request_queue=args.request_queue,
-        max_message_bytes=args.max_message_bytes,
-    )
+    flags.update(amqp_url=args.broker or None, request_queue=args.request_queue)
     try:
         settings = resolve(flags, os.environ)
     except SettingsError as exc:
@@ -222,18 +218,19 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
         timeout=args.timeout or DEFAULT_TIMEOUT,
         default_budget=_default_budget(args),
         tls=settings.tls,
-        max_message_bytes=settings.max_message_bytes,
+        max_message_bytes=_max_message_bytes(args),
     )
 
 
 def _max_message_bytes(args: argparse.Namespace) -> int:
-    """--max-message-bytes, else $PROMPT_WORKER_MAX_MESSAGE_BYTES, else serve's default."""
+    """--max-message-bytes, else $PROMPT_WORKER_MAX_MESSAGE_BYTES, else serve's default:
+    the one reading of the limit, for both engines."""
     from worker.rerender.run import RerenderError
     from worker.transport.settings import SettingsError, resolve
 
+    # Only this variable: the local engine must not fail on the fleet's other ones.
+    env = {name: os.environ[name] for name in (MAX_MESSAGE_BYTES_ENV,) if name in os.environ}
     try:
-        # Only this setting: the local engine must not fail on the fleet's other variables.
-        env = {k: v for k, v in os.environ.items() if k == MAX_MESSAGE_BYTES_ENV}
         return resolve({"max_message_bytes": args.max_message_bytes}, env).max_message_bytes
     except SettingsError as exc:
         raise RerenderError(str(exc)) from None
