@@ -25,17 +25,23 @@ from worker.transport.topology import Topology
 pytestmark = pytest.mark.broker
 
 
-# uvloop is the default where installed (it is a dependency); asyncio's own loop must
-# serve alike.
-@pytest.mark.parametrize(("loop_choice", "loop_name"), [("auto", "uvloop"), ("asyncio", "asyncio")])
+# uvloop is the default where installed (it is a dependency), and the fast frame codec
+# everywhere; asyncio's own loop and pamqp's codec must serve alike.
+@pytest.mark.parametrize(
+    ("loop_choice", "loop_name", "codec"),
+    [("auto", "uvloop", "fast"), ("asyncio", "asyncio", "fast"), ("auto", "uvloop", "pamqp")],
+)
 async def test_every_seed_000_kind_end_to_end(
-    start_worker: StartWorker, client: PromptClient, loop_choice: str, loop_name: str
+    start_worker: StartWorker, client: PromptClient, loop_choice: str, loop_name: str, codec: str
 ) -> None:
     assert {case["job"]["kind"] for case in CASES} == SEED_000_KINDS
-    worker = start_worker(env={"PROMPT_WORKER_EVENT_LOOP": loop_choice})
+    worker = start_worker(
+        env={"PROMPT_WORKER_EVENT_LOOP": loop_choice, "PROMPT_WORKER_AMQP_CODEC": codec}
+    )
     await worker.wait_ready()
     [starting] = [e for e in worker.log_events() if e.get("event") == "starting"]
     assert starting["event_loop"] == loop_name
+    assert starting["amqp_codec"] == codec
 
     replies = await asyncio.gather(*(client.build(case["job"], timeout=60) for case in CASES))
 

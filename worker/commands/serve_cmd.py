@@ -69,10 +69,16 @@ async def serve(settings: "Settings", config: "WorkerConfig") -> int:
     from worker.ops.logs import get_logger
     from worker.ops.metrics import Metrics
     from worker.render.renderer import Renderer
+    from worker.transport import frames
     from worker.transport.consumer import Worker
     from worker.transport.event_loop import running_loop_name
 
     log = get_logger(component="serve")
+    codec = frames.use(settings.amqp_codec)
+    if codec != settings.amqp_codec:
+        # A pamqp release that writes or reads some frame differently: its own codec is
+        # always right, the fast one only quicker.
+        log.warning("amqp_codec_unavailable", wanted=settings.amqp_codec, using=codec)
     metrics = Metrics(__version__)
     renderer = Renderer(config, max_message_bytes=settings.max_message_bytes)
     worker = Worker(settings, renderer, metrics)
@@ -110,6 +116,7 @@ async def serve(settings: "Settings", config: "WorkerConfig") -> int:
         http_port=settings.http_port or None,
         request_queue=settings.request_queue,
         event_loop=running_loop_name(),
+        amqp_codec=codec,
         # Which scan runs masking: "libhs" is fastest, "python" means slow jobs.
         masking_engine=renderer.masker.prefilter.engine if renderer.masker else None,
     )

@@ -48,6 +48,9 @@ LOG_FORMATS: tuple[LogFormat, ...] = ("json", "console")
 # What `serve` runs on (worker/transport/event_loop.py).
 EventLoopName = Literal["auto", "uvloop", "asyncio"]
 EVENT_LOOP_NAMES: tuple[EventLoopName, ...] = ("auto", "uvloop", "asyncio")
+# How `serve` encodes and decodes AMQP frames (worker/transport/frames.py).
+AmqpCodecName = Literal["fast", "pamqp"]
+AMQP_CODEC_NAMES: tuple[AmqpCodecName, ...] = ("fast", "pamqp")
 
 
 class SettingsError(ValueError):
@@ -78,6 +81,8 @@ class Settings:
     max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES
     # auto: uvloop when installed, else asyncio's own loop.
     event_loop: EventLoopName = "auto"
+    # fast: the per-job frames encoded and decoded directly, the rest by pamqp.
+    amqp_codec: AmqpCodecName = "fast"
     tls_ca_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
@@ -369,6 +374,14 @@ SETTINGS: tuple[SettingSpec, ...] = (
         _choice(EVENT_LOOP_NAMES),
         "auto (uvloop when installed), uvloop or asyncio",
         "LOOP",
+    ),
+    SettingSpec(
+        "amqp_codec",
+        "--amqp-codec",
+        "PROMPT_WORKER_AMQP_CODEC",
+        _choice(AMQP_CODEC_NAMES),
+        "fast (the frames of every job encoded directly) or pamqp (aiormq's own codec)",
+        "CODEC",
     ),
 )
 

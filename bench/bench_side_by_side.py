@@ -1,19 +1,24 @@
-"""uvloop against asyncio's own loop: two `serve` processes side by side, one queue.
+"""Two values of one `serve` setting: two `serve` processes side by side, one queue.
+
+By default the event loop, uvloop against asyncio's own (`--setting event_loop
+--values uvloop,asyncio`); `--setting amqp_codec --values fast,pamqp` compares the frame
+codecs, and any other setting of `serve` can be compared the same way.
 
 `bench_e2e.py` runs its workers one after the other, and on a shared VM whose speed
 drifts by 10 to 30% within seconds, the pairs of drains it measures cannot separate a
 difference of a few per cent. Here the two workers run at the same time, one on each
-loop, as competing consumers of one pre-filled request queue: whatever the machine
+value, as competing consumers of one pre-filled request queue: whatever the machine
 does, it does to both. Each one's CPU per job is its own CPU (from `/proc`, render
 helper included) over the span from the first reply to the last, divided by the jobs
 its log lines count over that span.
 
 The second phase measures latency the same way the target does: sequential RPC calls
-(window 1) through a `PromptClient`, against one worker at a time, the two loops
-alternating round by round, then the percentiles of all calls of each loop.
+(window 1) through a `PromptClient`, against one worker at a time, the two values
+alternating round by round, then the percentiles of all calls of each value.
 
-    .venv/bin/python bench/bench_loops.py                       # 4 drains, 3 x 1,500 calls
-    .venv/bin/python bench/bench_loops.py --rounds 6 --jobs 30000 --calls 2000
+    .venv/bin/python bench/bench_side_by_side.py        # the loops: 4 drains, 3 x 1,500 calls
+    .venv/bin/python bench/bench_side_by_side.py --rounds 6 --jobs 30000 --calls 2000
+    .venv/bin/python bench/bench_side_by_side.py --setting amqp_codec --values fast,pamqp
 """
 
 import argparse
@@ -48,11 +53,11 @@ from bench_e2e import (  # noqa: E402
 from worker.transport import topology  # noqa: E402
 from worker.transport.client import PromptClient  # noqa: E402
 
-LOOPS = ("uvloop", "asyncio")
 
-
-def start(loop: str, topo: topology.Topology, url: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {**serve_env(topo, url, 64, CONFIG), "PROMPT_WORKER_EVENT_LOOP": loop}
+def start(
+    setting: str, value: str, topo: topology.Topology, url: str, log: Path
+) -> subprocess.Popen[bytes]:
+    env = {**serve_env(topo, url, 64, CONFIG), f"PROMPT_WORKER_{setting.upper()}": value}
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "worker", "serve"],
@@ -69,7 +74,7 @@ def jobs_logged(log: Path) -> int:
 
 
 async def fresh_topology(channel: AbstractChannel) -> topology.Topology:
-    prefix = f"bench-loops-{uuid.uuid4().hex[:8]}"
+    prefix = f"bench-pair-{uuid.uuid4().hex[:8]}"
     topo = topology.Topology(f"{prefix}.build-prompt", f"{prefix}.replies", f"{prefix}.dead")
     await topology.declare(channel, topo)
     return topo
@@ -94,34 +99,37 @@ class SideBySide(Drain):
     async def _on_reply(self, message: AbstractIncomingMessage) -> None:
         if self.seen == 0:
             self.at_first = {
-                loop: (cpu_seconds(process.pid), jobs_logged(self.logs[loop]))
-                for loop, process in self.processes.items()
+                value: (cpu_seconds(process.pid), jobs_logged(self.logs[value]))
+                for value, process in self.processes.items()
             }
         await super()._on_reply(message)
 
     def per_worker(self) -> dict[str, tuple[int, float]]:
-        """{loop: (jobs, CPU ms a job)} from the first reply to now."""
+        """{value: (jobs, CPU ms a job)} from the first reply to now."""
         figures = {}
-        for loop, process in self.processes.items():
-            cpu, jobs = self.at_first[loop]
-            jobs = jobs_logged(self.logs[loop]) - jobs
-            figures[loop] = (jobs, (cpu_seconds(process.pid) - cpu) * 1000 / max(jobs, 1))
+        for value, process in self.processes.items():
+            cpu, jobs = self.at_first[value]
+            jobs = jobs_logged(self.logs[value]) - jobs
+            figures[value] = (jobs, (cpu_seconds(process.pid) - cpu) * 1000 / max(jobs, 1))
         return figures
 
 
 async def side_by_side(
     body: bytes, args: argparse.Namespace, logs: Path
 ) -> dict[str, tuple[int, float]]:
-    """One drain with both workers: {loop: (jobs, CPU ms a job)}."""
+    """One drain with both workers: {value: (jobs, CPU ms a job)}."""
     async with await aio_pika.connect(args.amqp_url) as connection:
         channel = await connection.channel()
         topo = await fresh_topology(channel)
         try:
-            meter = SideBySide(args.jobs, {loop: logs / f"{loop}.log" for loop in LOOPS})
+            values = args.values
+            meter = SideBySide(args.jobs, {value: logs / f"{value}.log" for value in values})
             await meter.fill(channel, topo.request_queue, body)
             # The first started takes the first deliveries: alternate which one it is.
-            for loop in reversed(LOOPS) if args.round % 2 else LOOPS:
-                meter.processes[loop] = start(loop, topo, args.amqp_url, meter.logs[loop])
+            for value in reversed(values) if args.round % 2 else values:
+                meter.processes[value] = start(
+                    args.setting, value, topo, args.amqp_url, meter.logs[value]
+                )
             try:
                 meter.pids.extend(p.pid for p in meter.processes.values())
                 await asyncio.wait_for(meter.done.wait(), timeout=args.phase_timeout)
@@ -132,12 +140,12 @@ async def side_by_side(
             await remove(channel, topo)
 
 
-async def sequential(loop: str, body: bytes, args: argparse.Namespace, logs: Path) -> list[float]:
-    """Latencies (s) of `--calls` sequential calls to one worker on `loop`."""
+async def sequential(value: str, body: bytes, args: argparse.Namespace, logs: Path) -> list[float]:
+    """Latencies (s) of `--calls` sequential calls to one worker with `value`."""
     async with await aio_pika.connect(args.amqp_url) as connection:
         channel = await connection.channel()
         topo = await fresh_topology(channel)
-        process = start(loop, topo, args.amqp_url, logs / f"seq-{loop}.log")
+        process = start(args.setting, value, topo, args.amqp_url, logs / f"seq-{value}.log")
         try:
             async with PromptClient(args.amqp_url, request_queue=topo.request_queue) as client:
                 for _ in range(200):  # warm-up: connection, caches
@@ -157,42 +165,43 @@ async def main(args: argparse.Namespace) -> None:
     body = orjson.dumps(orjson.loads(JOB.read_bytes()))
     print(f"# {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {len(body)} B job", flush=True)
     ratios = []
-    with tempfile.TemporaryDirectory(prefix="bench-loops-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-pair-") as tmp:
         logs = Path(tmp)
         for round_ in range(args.rounds):
             args.round = round_
             figures = await side_by_side(body, args, logs)
-            ratio = figures["uvloop"][1] / figures["asyncio"][1]
+            first, second = args.values
+            ratio = figures[first][1] / figures[second][1]
             ratios.append(ratio)
             print(
                 f"  drain {round_ + 1}: "
                 + ", ".join(
-                    f"{loop} {jobs:,} jobs {ms:.3f} CPU ms/job"
-                    for loop, (jobs, ms) in figures.items()
+                    f"{value} {jobs:,} jobs {ms:.3f} CPU ms/job"
+                    for value, (jobs, ms) in figures.items()
                 )
-                + f"; uvloop/asyncio {ratio:.3f}",
+                + f"; {first}/{second} {ratio:.3f}",
                 flush=True,
             )
-        calls: dict[str, list[float]] = {loop: [] for loop in LOOPS}
+        calls: dict[str, list[float]] = {value: [] for value in args.values}
         for round_ in range(args.call_rounds):
-            for loop in reversed(LOOPS) if round_ % 2 else LOOPS:
-                latencies = await sequential(loop, body, args, logs)
-                calls[loop] += latencies
+            for value in reversed(args.values) if round_ % 2 else args.values:
+                latencies = await sequential(value, body, args, logs)
+                calls[value] += latencies
                 print(
-                    f"  sequential {round_ + 1} {loop}: p50 {percentile(latencies, 0.5) * 1000:.2f}"
+                    f"  sequential {round_ + 1} {value}: p50 {percentile(latencies, 0.5) * 1000:.2f}"
                     f" p99 {percentile(latencies, 0.99) * 1000:.2f} ms",
                     flush=True,
                 )
     if ratios:
         print(
-            f"\nCPU per job, uvloop / asyncio, side by side: median {statistics.median(ratios):.3f}"
+            f"\nCPU per job, {' / '.join(args.values)}, side by side: median {statistics.median(ratios):.3f}"
             f" (each drain: {', '.join(f'{r:.3f}' for r in ratios)})"
         )
-    for loop, latencies in calls.items():
+    for value, latencies in calls.items():
         if not latencies:  # --call-rounds 0
             continue
         print(
-            f"sequential, {loop}, all {len(latencies):,} calls: p50"
+            f"sequential, {value}, all {len(latencies):,} calls: p50"
             f" {percentile(latencies, 0.5) * 1000:.2f}, p90 {percentile(latencies, 0.9) * 1000:.2f},"
             f" p99 {percentile(latencies, 0.99) * 1000:.2f} ms"
         )
@@ -205,10 +214,20 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--amqp-url", default="amqp://guest:guest@127.0.0.1:5672/")
     parser.add_argument("--rounds", type=int, default=4, help="side-by-side drains")
     parser.add_argument("--jobs", type=int, default=20_000, help="jobs per drain (both workers)")
-    parser.add_argument("--call-rounds", type=int, default=3, help="sequential rounds per loop")
+    parser.add_argument("--call-rounds", type=int, default=3, help="sequential rounds per value")
     parser.add_argument("--calls", type=int, default=1500, help="sequential calls per round")
     parser.add_argument("--phase-timeout", type=float, default=600.0)
-    return parser.parse_args()
+    parser.add_argument("--setting", default="event_loop", help="the `serve` setting compared")
+    parser.add_argument(
+        "--values",
+        type=lambda text: tuple(text.split(",")),
+        default=("uvloop", "asyncio"),
+        help="its two values, comma-separated (the first is the numerator of the ratios)",
+    )
+    args = parser.parse_args()
+    if len(args.values) != 2 or args.values[0] == args.values[1]:
+        parser.error("--values takes two different values")
+    return args
 
 
 if __name__ == "__main__":
