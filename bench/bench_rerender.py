@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_rerender.py                    # everything (long)
     .venv/bin/python bench/bench_rerender.py --only local       # 1 vs 2 local workers
     .venv/bin/python bench/bench_rerender.py --only broker      # through 2 `serve` processes
+    .venv/bin/python bench/bench_rerender.py --only broker --plain-client --repeat 3
     .venv/bin/python bench/bench_rerender.py --only memory      # peak RSS on 1,000,000 lines
 
 * local / broker: `--jobs` (100,000) copies of tests/bench_jobs/typical_react_job.json
@@ -121,14 +122,16 @@ def _memory_kb(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
-def run_rerender(name: str, source: Path, lines: int, *args: str) -> Result:
+def run_rerender(
+    name: str, source: Path, lines: int, *args: str, env: dict[str, str] | None = None
+) -> Result:
     out = source.parent / f"{name}.out.jsonl"
     report = source.parent / f"{name}.report.json"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     command = [PYTHON, "-m", "worker", "rerender", str(source), "--out", str(out),
                "--report", str(report), "--progress", "off", *args]  # fmt: skip
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, env=env)
     peak_rss = peak_pss = 0
     while process.poll() is None:
         totals = [_memory_kb(pid) for pid in _tree(process.pid)]
@@ -177,7 +180,13 @@ async def _delete(names: list[str]) -> None:
         await channel.exchange_delete(names[-1])
 
 
-def run_broker(source: Path, lines: int, workers: int, window: int) -> Result:
+# The client as it ran before it took serve's loop and frame codec (the fleet unchanged).
+PLAIN_CLIENT = {"PROMPT_WORKER_EVENT_LOOP": "asyncio", "PROMPT_WORKER_AMQP_CODEC": "pamqp"}
+
+
+def run_broker(
+    source: Path, lines: int, workers: int, window: int, plain_client: bool = False
+) -> Result:
     prefix = f"bench-rerender-{uuid.uuid4().hex[:8]}"
     queues = [prefix, f"{prefix}.replies", f"{prefix}.dead"]
     env = {
@@ -201,8 +210,9 @@ def run_broker(source: Path, lines: int, workers: int, window: int) -> Result:
                 raise SystemExit("the serve processes did not start")
             time.sleep(0.5)
         return run_rerender(
-            f"broker-{workers}-serve", source, lines,
+            f"broker-{workers}-serve" + ("-plain" if plain_client else ""), source, lines,
             f"--broker={AMQP_URL}", "--request-queue", queues[0], "--window", str(window),
+            env={**os.environ, **PLAIN_CLIENT} if plain_client else None,
         )  # fmt: skip
     finally:
         for serve in serves:
@@ -226,6 +236,11 @@ def main() -> int:
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench-rerender"))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--plain-client",
+        action="store_true",
+        help="broker: also run the client on asyncio's loop and pamqp's codec, alternating",
+    )
     args = parser.parse_args()
     only = set(args.only or ("local", "broker", "memory"))
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -245,7 +260,12 @@ def main() -> int:
                 record(run_rerender(f"local-{workers}", source, args.jobs, *config,
                                     "--workers", str(workers)))  # fmt: skip
     if "broker" in only:
-        record(run_broker(source, args.jobs, workers=2, window=args.window))
+        for round_ in range(args.repeat if args.plain_client else 1):
+            plain_first = args.plain_client and round_ % 2 == 1
+            for plain in (True, False) if plain_first else (False, True):
+                if plain and not args.plain_client:
+                    continue
+                record(run_broker(source, args.jobs, 2, args.window, plain_client=plain))
     if "memory" in only:
         big = conformance_cycle(args.workdir, args.memory_lines)
         record(run_rerender("memory-local-2", big, args.memory_lines,

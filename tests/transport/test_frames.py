@@ -147,7 +147,7 @@ def test_the_reply_and_the_delivery_of_a_job_take_the_fast_path(
         correlation_id="7",
         headers={"x-delivery-count": 1},
     )
-    outgoing = [
+    outgoing: list[Any] = [
         Basic.Publish(exchange="", routing_key="prompt.replies", mandatory=True),
         ContentHeader(0, 10, reply),
         ContentBody(b"0123456789"),
@@ -155,7 +155,7 @@ def test_the_reply_and_the_delivery_of_a_job_take_the_fast_path(
         Basic.Reject(42, False),
         Basic.Nack(43, False, True),
     ]
-    incoming = [
+    incoming: list[Any] = [
         Basic.Deliver("ctag", 41, False, "", "prompt.build"),
         ContentHeader(0, 10, request),
         ContentBody(b"0123456789"),

@@ -202,6 +202,7 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
     # Imported here: the local engine must not pay for aio-pika at start-up.
     from worker.rerender.broker import DEFAULT_TIMEOUT, DEFAULT_WINDOW, BrokerEngine
     from worker.rerender.run import RerenderError
+    from worker.transport.event_loop import EventLoopUnavailable
     from worker.transport.settings import SettingsError, resolve
 
     flags = {field: getattr(args, field) for field in _TLS_SETTINGS}
@@ -211,15 +212,21 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
         settings = resolve(flags, os.environ)
     except SettingsError as exc:
         raise RerenderError(str(exc)) from None
-    return BrokerEngine(
-        settings.amqp_url,
-        settings.request_queue,
-        window=args.window or DEFAULT_WINDOW,
-        timeout=args.timeout or DEFAULT_TIMEOUT,
-        default_budget=_default_budget(args),
-        tls=settings.tls,
-        max_message_bytes=_max_message_bytes(args),
-    )
+    try:
+        return BrokerEngine(
+            settings.amqp_url,
+            settings.request_queue,
+            window=args.window or DEFAULT_WINDOW,
+            timeout=args.timeout or DEFAULT_TIMEOUT,
+            default_budget=_default_budget(args),
+            tls=settings.tls,
+            max_message_bytes=_max_message_bytes(args),
+            # serve's variables: the run takes the loop and frame codec the fleet does.
+            event_loop=settings.event_loop,
+            amqp_codec=settings.amqp_codec,
+        )
+    except EventLoopUnavailable as exc:
+        raise RerenderError(f"PROMPT_WORKER_EVENT_LOOP: {exc}") from None
 
 
 def _max_message_bytes(args: argparse.Namespace) -> int:

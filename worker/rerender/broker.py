@@ -42,9 +42,12 @@ from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES, payload_too_large
 from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.sink import EngineError, Input, Sink
+from worker.transport import frames
 from worker.transport.addresses import first_address, redact_addresses
 from worker.transport.broker_failures import connect_failure
+from worker.transport.event_loop import loop_factory, run_on
 from worker.transport.rpc import RpcLink
+from worker.transport.settings import AmqpCodecName, EventLoopName
 from worker.transport.tls import TlsFiles, connect_kwargs
 
 DEFAULT_WINDOW = 256
@@ -86,9 +89,15 @@ class BrokerEngine:
         default_budget: Budget | None = None,
         tls: TlsFiles | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        event_loop: EventLoopName = "auto",
+        amqp_codec: AmqpCodecName = "fast",
     ) -> None:
         self.url = url
         self.max_message_bytes = max_message_bytes
+        # As `serve` runs (its settings, its variables): the client's CPU per job is of
+        # the same kind as a worker's, publishing, framing and matching replies.
+        self._loop_factory = loop_factory(event_loop)  # raises EventLoopUnavailable
+        self.amqp_codec = amqp_codec
         # Written into every job that has no budget of its own (rerender --budget).
         self.default_budget = (
             None if default_budget is None else default_budget.model_dump(mode="json")
@@ -130,6 +139,8 @@ class BrokerEngine:
                 "window": self.window,
                 "timeout_s": self.timeout,
                 "max_message_bytes": self.max_message_bytes,
+                "event_loop": self.event_loop,
+                "amqp_codec": self.amqp_codec,
                 "published": self.published,
                 "retries": self.retries,
                 "timeouts": self.timeouts,
@@ -137,8 +148,13 @@ class BrokerEngine:
             },
         }
 
+    @property
+    def event_loop(self) -> str:
+        return "asyncio" if self._loop_factory is None else "uvloop"
+
     def run(self, source: Input, sink: Sink, stop: threading.Event) -> None:
-        asyncio.run(self._run(source.reader.blocks(), sink, stop))
+        self.amqp_codec = frames.use(self.amqp_codec)
+        run_on(self._loop_factory, self._run(source.reader.blocks(), sink, stop))
         if self._failure is not None:
             raise EngineError(self._failure)
 

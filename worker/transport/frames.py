@@ -25,6 +25,8 @@ from pamqp.body import ContentBody
 from pamqp.frame import FrameTypes
 from pamqp.header import ContentHeader
 
+from worker.transport.settings import AmqpCodecName
+
 FrameValue = FrameTypes
 
 # pamqp's own functions, kept before `install()` replaces them.
@@ -296,7 +298,7 @@ def installed() -> bool:
     return pamqp.frame.marshal is marshal
 
 
-def use(choice: str) -> str:
+def use(choice: AmqpCodecName) -> AmqpCodecName:
     """Set up the codec named by `serve`'s setting; the name of the one in use."""
     if choice == "fast" and install():
         return "fast"
