@@ -46,6 +46,8 @@ _Basic = commands.Basic
 _Properties = _Basic.Properties
 _PUBLISH, _DELIVER = _Basic.Publish.index, _Basic.Deliver.index
 _ACK, _NACK, _REJECT = _Basic.Ack.index, _Basic.Nack.index, _Basic.Reject.index
+# basic.publish up to its routing key: the method, the ticket (0) and the default
+# exchange (an empty short string).
 _PUBLISH_HEAD = _METHOD_INDEX.pack(_PUBLISH) + b"\x00\x00" + b"\x00"
 # Each property in wire order: its name, its flag bit and its AMQP type.
 _PROPERTIES: Final = tuple(
@@ -98,7 +100,6 @@ def _method_payload(value: Any) -> bytes:
         if value.exchange != "" or value.ticket != 0:
             raise _Unsupported  # pamqp validates exchange names
         bits = (1 if value.mandatory else 0) | (2 if value.immediate else 0)
-        # The method, the ticket (0) and the default exchange (an empty short string).
         return b"".join((_PUBLISH_HEAD, _shortstr(value.routing_key), bytes((bits,))))
     if kind is _Basic.Ack:
         return _METHOD_INDEX.pack(_ACK) + _tag_and_bits(value.delivery_tag, value.multiple)
