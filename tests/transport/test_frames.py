@@ -6,7 +6,7 @@ from typing import Any
 
 import pamqp.frame
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pamqp import commands
 from pamqp.body import ContentBody
@@ -94,11 +94,14 @@ def pamqp_codec_after() -> Iterator[None]:
     frames.uninstall()
 
 
+# Every job's frames go through this codec: ten times hypothesis's default examples.
+@settings(max_examples=1000, deadline=None)
 @given(frame_values, channels)
 def test_marshal_writes_the_bytes_pamqp_writes(value: Any, channel: int) -> None:
     assert outcome(frames.marshal, value, channel) == outcome(frames.PAMQP_MARSHAL, value, channel)
 
 
+@settings(max_examples=1000, deadline=None)
 @given(frame_values, channels)
 def test_unmarshal_reads_what_pamqp_reads(value: Any, channel: int) -> None:
     try:
@@ -109,6 +112,7 @@ def test_unmarshal_reads_what_pamqp_reads(value: Any, channel: int) -> None:
     assert same_unmarshal(outcome(frames.unmarshal, data), outcome(frames.PAMQP_UNMARSHAL, data))
 
 
+@settings(max_examples=1000, deadline=None)
 @given(frame_values, channels, st.data())
 def test_a_damaged_frame_reads_or_fails_as_it_does_with_pamqp(
     value: Any, channel: int, data: st.DataObject
