@@ -27,8 +27,6 @@ from pamqp.header import ContentHeader
 
 from worker.transport.settings import AmqpCodecName
 
-FrameValue = FrameTypes
-
 # pamqp's own functions, kept before `install()` replaces them.
 PAMQP_MARSHAL: Final = pamqp.frame.marshal
 PAMQP_UNMARSHAL: Final = pamqp.frame.unmarshal
@@ -122,26 +120,25 @@ def _tag_and_bits(tag: object, *bits: object) -> bytes:
     return _TAG.pack(tag) + bytes((byte,))
 
 
-def marshal(frame_value: FrameValue, channel_id: int) -> bytes:
+def marshal(frame_value: FrameTypes, channel_id: int) -> bytes:
     """`pamqp.frame.marshal`, with the per-job frames encoded directly."""
-    value: Any = frame_value
-    channel = channel_id
+    value: Any = frame_value  # pamqp's union has no common attributes to read
     kind = type(value)
     try:
         if kind is ContentBody:
             body = value.value
             if type(body) is bytes:
-                return _frame(_BODY, channel, body)
+                return _frame(_BODY, channel_id, body)
         elif kind is ContentHeader:
             size = value.body_size
             if type(size) is int and 0 <= size < 2**64:
                 payload = _HEADER_START + size.to_bytes(8, "big") + _properties(value.properties)
-                return _frame(_HEADER, channel, payload)
+                return _frame(_HEADER, channel_id, payload)
         else:
-            return _frame(_METHOD, channel, _method_payload(value))
+            return _frame(_METHOD, channel_id, _method_payload(value))
     except _Unsupported:
         pass
-    return PAMQP_MARSHAL(value, channel)
+    return PAMQP_MARSHAL(frame_value, channel_id)
 
 
 def _read_shortstr(data: bytes, offset: int) -> tuple[str, int]:
@@ -202,7 +199,7 @@ def _unmarshal_header(data: bytes, end: int) -> ContentHeader:
     return header
 
 
-def unmarshal(data_in: bytes) -> tuple[int, int, FrameValue]:
+def unmarshal(data_in: bytes) -> tuple[int, int, FrameTypes]:
     """`pamqp.frame.unmarshal`, with the per-job frames decoded directly.
 
     aiormq hands it exactly one frame at a time; anything else goes to pamqp.
@@ -242,7 +239,7 @@ def same_frame(left: Any, right: Any) -> bool:
     return getattr(left, "__dict__", None) == getattr(right, "__dict__", None)
 
 
-def _samples() -> list[tuple[FrameValue, int]]:
+def _samples() -> list[tuple[FrameTypes, int]]:
     """One of each frame the fast path handles, as a job's traffic has them."""
     properties = _Properties(
         content_type="application/json",
