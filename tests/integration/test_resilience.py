@@ -134,16 +134,25 @@ async def _stall_with_jobs_in_flight(
     ids, calls = start_calls(client, 1000, "stall")
     await at_least(calls, 50)
 
-    # Nothing can be confirmed or acknowledged any more: once the worker reports jobs
-    # in flight, they are stuck there. But the stall can fall in an instant when the
-    # worker had settled everything it had been handed, the next deliveries held in
-    # the proxy: then nothing is in flight, ever. Such a stall is let go and tried again.
-    async def stuck_in_flight() -> bool:
+    # Nothing can be confirmed or acknowledged any more once the bytes already past the
+    # proxy are read: from then on, jobs in flight are stuck there. Those bytes can
+    # still settle what was in flight at the pause (confirms already in the worker's
+    # socket), so the gauge must stay above zero after they are surely read. And the
+    # stall can fall in an instant when the worker had settled everything it had been
+    # handed, the next deliveries held in the proxy: then nothing is in flight, ever.
+    # Such a stall is let go and tried again.
+    async def in_flight() -> float:
         _, metrics = await worker.http_get("/metrics")
         gauge = next(
             line for line in metrics.splitlines() if line.startswith("prompt_worker_in_flight ")
         )
-        return float(gauge.split()[1]) > 0
+        return float(gauge.split()[1])
+
+    async def stuck_in_flight() -> bool:
+        if await in_flight() == 0:
+            return False
+        await asyncio.sleep(0.5)
+        return await in_flight() > 0
 
     for _ in range(20):
         assert answered(calls) < len(calls), "every job answered before the stall"
