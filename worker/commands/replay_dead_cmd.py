@@ -82,7 +82,12 @@ def run(args: argparse.Namespace) -> int:
     from worker.ops.logs import silence_broker_libraries
     from worker.transport import settings
     from worker.transport.addresses import first_address
-    from worker.transport.broker_failures import ConnectFailed, broker_address, connect_failure
+    from worker.transport.broker_failures import (
+        ConnectFailed,
+        broker_address,
+        connect_failure,
+        where_credentials_are,
+    )
     from worker.transport.replay import Action, DeadLetter, ReplayError, replay_dead
 
     try:
@@ -124,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, AMQPError, TimeoutError, ConnectFailed) as exc:
         # After several addresses the message names them all (ConnectFailed).
         where = broker_address(first_address(config.amqp_url))
-        print(f"prompt-worker replay-dead: {connect_failure(where, exc)}", file=sys.stderr)
+        fix_in = where_credentials_are(config.source_of("amqp_url"))
+        message = connect_failure(where, exc, fix_in=fix_in)
+        print(f"prompt-worker replay-dead: {message}", file=sys.stderr)
         return 2
 
     what = "listed (dry run)" if args.dry_run else "replayed"
