@@ -32,7 +32,7 @@ _SETTINGS = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from worker.transport import settings
+    from worker.transport import setting_flags
 
     parser.add_argument(
         "--dry-run", action="store_true", help="list the dead letters; move nothing"
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="one JSON object a line instead of a table"
     )
-    settings.add_arguments(parser, _SETTINGS)
+    setting_flags.add_arguments(parser, _SETTINGS)
 
 
 def _positive_int(text: str) -> int:

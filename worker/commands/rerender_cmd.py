@@ -75,7 +75,7 @@ def _amqp_url(text: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from worker.rerender.progress import MODES
     from worker.rerender.run import DEFAULT_DIFF_LIMIT
-    from worker.transport.settings import add_arguments as add_setting_arguments
+    from worker.transport.setting_flags import add_arguments as add_setting_arguments
 
     parser.add_argument("input", metavar="INPUT.jsonl", help="jobs, one a line; - for stdin")
     parser.add_argument(

@@ -12,8 +12,8 @@ secrets: an environment variable is readable in /proc/PID/environ, `docker inspe
 crash reports. Error messages about a secret never quote its value.
 
 `Settings` is a pydantic-settings model: each field's type checks its value, whatever
-its source. `SETTINGS` is the table of flags and variables (`add_arguments` builds the
-command line from it). The two levels a value can come from, the command line and the
+its source. `SETTINGS` is the table of flags and variables (worker/transport/
+setting_flags.py, light to import: `add_arguments` builds `--help` from it). The two levels a value can come from, the command line and the
 environment, are pydantic-settings sources (`CommandLine`, `Environment`); `resolve`
 asks them in order and records the flag, variable or file variable each value was read
 from, so that a later message about a value (credentials the broker refuses) names what
@@ -21,9 +21,8 @@ the operator actually set (`Settings.source_of`).
 """
 
 import argparse
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ValidationError
 from pydantic.fields import FieldInfo
@@ -32,47 +31,30 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES
 from worker.transport import topology
 from worker.transport.addresses import first_address, parse_addresses
+from worker.transport.setting_flags import (
+    AMQP_CODEC_NAMES,
+    DEFAULT_AMQP_URL,
+    DEFAULT_HTTP_PORT,
+    DEFAULT_MAX_INFLIGHT_BYTES,
+    DEFAULT_OFFLOAD_BYTES,
+    DEFAULT_PREFETCH,
+    DEFAULT_RENDER_TIMEOUT,
+    DEFAULT_SHUTDOWN_TIMEOUT,
+    EVENT_LOOP_NAMES,
+    LOG_FORMATS,
+    LOG_LEVELS,
+    NO_CONFIG_HELP,
+    SETTINGS,
+    SOURCES_ENV,
+    AmqpCodecName,
+    EventLoopName,
+    LogFormat,
+    LogLevel,
+    SettingSpec,
+    add_arguments,
+    without_settings,
+)
 from worker.transport.tls import TlsFiles, TlsFilesError, connect_kwargs
-
-DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
-DEFAULT_PREFETCH = 64
-DEFAULT_HTTP_PORT = 8080
-# Jobs above this render in the helper process: inline, a render stalls the event loop
-# (and every other job in flight) for as long as it takes, which grows with the job;
-# in the helper only copying the bytes does. docs/PERFORMANCE.md ("Event loop and
-# large jobs") has the measurements behind the threshold.
-DEFAULT_OFFLOAD_BYTES = 256 * 1024
-# Under Kubernetes' default 30 s termination grace period, so in-flight jobs finish
-# before the kubelet's SIGKILL.
-DEFAULT_SHUTDOWN_TIMEOUT = 25.0
-# The longest a render may take before it is abandoned (the helper process killed) and
-# the job retried, then answered `render_timeout`: a typical job renders in well under
-# a millisecond and one at the size limit in well under this (docs/PERFORMANCE.md).
-DEFAULT_RENDER_TIMEOUT = 5.0
-# Bytes of job bodies handled at once: prefetch x the message limit would otherwise be
-# what one worker may hold, far beyond its memory limit (docs/OPERATIONS.md, "Memory").
-DEFAULT_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
-
-LogLevel = Literal["debug", "info", "warning", "error"]
-LogFormat = Literal["json", "console"]
-LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
-LOG_FORMATS: tuple[LogFormat, ...] = ("json", "console")
-# What `serve` runs on (worker/transport/event_loop.py).
-EventLoopName = Literal["auto", "uvloop", "asyncio"]
-EVENT_LOOP_NAMES: tuple[EventLoopName, ...] = ("auto", "uvloop", "asyncio")
-# How `serve` encodes and decodes AMQP frames (worker/transport/frames.py).
-AmqpCodecName = Literal["fast", "pamqp"]
-AMQP_CODEC_NAMES: tuple[AmqpCodecName, ...] = ("fast", "pamqp")
-
-
-# What serve runs with when no configuration file is given: docs/OPERATIONS.md says the
-# same (a test checks), and scripts/serve gives the README's example file.
-NO_CONFIG_HELP = "none: no MCP server registry, masking on"
-
-# Where each value came from, for the processes the supervisor starts: their values
-# arrive as variables, this says which of them the operator gave as flags
-# ("prefetch=--prefetch,amqp_url=--amqp-url-file").
-SOURCES_ENV = "PROMPT_WORKER_SETTING_SOURCES"
 
 
 class SettingsError(ValueError):
@@ -246,232 +228,43 @@ class Settings(BaseSettings):
         return env
 
 
-def without_settings(environ: Mapping[str, str]) -> dict[str, str]:
-    """`environ` less every setting's variables (and their `_FILE` forms)."""
-    names = {spec.env for spec in SETTINGS} | {spec.file_env for spec in SETTINGS if spec.secret}
-    names.add(SOURCES_ENV)
-    return {key: value for key, value in environ.items() if key not in names}
-
-
-@dataclass(frozen=True, slots=True)
-class SettingSpec:
-    field: str
-    flag: str
-    env: str
-    help: str
-    metavar: str = ""
-    # Also read from a file (flag + "-file", variable + "_FILE"); never quoted in errors.
-    secret: bool = False
-    # What --help says the default is, when the value alone would not say it.
-    default_help: str = ""
-
-    @property
-    def file_flag(self) -> str:
-        return f"{self.flag}-file"
-
-    @property
-    def file_env(self) -> str:
-        return f"{self.env}_FILE"
-
-    @property
-    def file_field(self) -> str:
-        return f"{self.field}_file"
-
-
-SETTINGS: tuple[SettingSpec, ...] = (
-    SettingSpec(
-        "amqp_url",
-        "--amqp-url",
-        "PROMPT_WORKER_AMQP_URL",
-        "broker URL, amqp:// or amqps://; a cluster's nodes as several URLs, comma-separated",
-        "URL",
-        secret=True,
-    ),
-    SettingSpec(
-        "request_queue",
-        "--request-queue",
-        "PROMPT_WORKER_REQUEST_QUEUE",
-        "queue the jobs are consumed from",
-        "NAME",
-    ),
-    SettingSpec(
-        "reply_queue",
-        "--reply-queue",
-        "PROMPT_WORKER_REPLY_QUEUE",
-        "queue for replies to jobs without reply_to",
-        "NAME",
-    ),
-    SettingSpec(
-        "dead_letter_queue",
-        "--dead-letter-queue",
-        "PROMPT_WORKER_DEAD_LETTER_QUEUE",
-        "dead-letter exchange and queue (same name)",
-        "NAME",
-    ),
-    SettingSpec(
-        "delivery_limit",
-        "--delivery-limit",
-        "PROMPT_WORKER_DELIVERY_LIMIT",
-        "deliveries of a job before the broker dead-letters it",
-        "N",
-    ),
-    SettingSpec(
-        "prefetch",
-        "--prefetch",
-        "PROMPT_WORKER_PREFETCH",
-        "jobs in flight per worker process (per-consumer QoS)",
-        "N",
-    ),
-    SettingSpec(
-        "max_message_bytes",
-        "--max-message-bytes",
-        "PROMPT_WORKER_MAX_MESSAGE_BYTES",
-        "larger jobs get a payload_too_large reply",
-        "BYTES",
-    ),
-    SettingSpec(
-        "config_path",
-        "--config",
-        "PROMPT_WORKER_CONFIG",
-        "worker.yaml (MCP registry, masking, prompts)",
-        "PATH",
-        default_help=NO_CONFIG_HELP,
-    ),
-    SettingSpec(
-        "http_port",
-        "--http-port",
-        "PROMPT_WORKER_HTTP_PORT",
-        "port of /healthz, /readyz and /metrics; 0 disables",
-        "PORT",
-    ),
-    SettingSpec(
-        "http_host",
-        "--http-host",
-        "PROMPT_WORKER_HTTP_HOST",
-        "address the HTTP server binds",
-        "ADDRESS",
-    ),
-    SettingSpec(
-        "log_level",
-        "--log-level",
-        "PROMPT_WORKER_LOG_LEVEL",
-        "debug also logs request bodies (they may hold secrets)",
-        "LEVEL",
-    ),
-    SettingSpec(
-        "log_format",
-        "--log-format",
-        "PROMPT_WORKER_LOG_FORMAT",
-        "json or console",
-        "FORMAT",
-        default_help="json, console on a terminal",
-    ),
-    SettingSpec(
-        "processes",
-        "--processes",
-        "PROMPT_WORKER_PROCESSES",
-        "worker processes sharing the queue, supervised",
-        "N",
-    ),
-    SettingSpec(
-        "offload_bytes",
-        "--offload-bytes",
-        "PROMPT_WORKER_OFFLOAD_BYTES",
-        "jobs larger than this render in a helper process",
-        "BYTES",
-    ),
-    SettingSpec(
-        "shutdown_timeout",
-        "--shutdown-timeout",
-        "PROMPT_WORKER_SHUTDOWN_TIMEOUT",
-        "seconds to finish in-flight jobs after SIGTERM",
-        "SECONDS",
-    ),
-    SettingSpec(
-        "tls_ca_file",
-        "--tls-ca-file",
-        "PROMPT_WORKER_TLS_CA_FILE",
-        "CA certificates (PEM) the broker's certificate must chain to (amqps://)",
-        "PATH",
-        default_help="the system's CAs",
-    ),
-    SettingSpec(
-        "tls_cert_file",
-        "--tls-cert-file",
-        "PROMPT_WORKER_TLS_CERT_FILE",
-        "client certificate (PEM) for mutual TLS",
-        "PATH",
-        default_help="none",
-    ),
-    SettingSpec(
-        "tls_key_file",
-        "--tls-key-file",
-        "PROMPT_WORKER_TLS_KEY_FILE",
-        "private key (PEM, unencrypted) of the client certificate",
-        "PATH",
-        default_help="none",
-    ),
-    SettingSpec(
-        "render_timeout",
-        "--render-timeout",
-        "PROMPT_WORKER_RENDER_TIMEOUT",
-        "seconds a render may take before it is abandoned and the job retried",
-        "SECONDS",
-    ),
-    SettingSpec(
-        "max_inflight_bytes",
-        "--max-inflight-bytes",
-        "PROMPT_WORKER_MAX_INFLIGHT_BYTES",
-        "job bytes handled at once; beyond it consuming pauses (a bigger job runs alone)",
-        "BYTES",
-    ),
-    SettingSpec(
-        "event_loop",
-        "--event-loop",
-        "PROMPT_WORKER_EVENT_LOOP",
-        "auto (uvloop when installed), uvloop or asyncio",
-        "LOOP",
-    ),
-    SettingSpec(
-        "amqp_codec",
-        "--amqp-codec",
-        "PROMPT_WORKER_AMQP_CODEC",
-        "fast (the frames of every job encoded directly) or pamqp (aiormq's own codec)",
-        "CODEC",
-    ),
-)
-
+# The table --help is built from says what Settings does.
 assert {spec.field for spec in SETTINGS} | {"secret_files", "sources"} == set(Settings.model_fields)
+assert all(spec.default == Settings.model_fields[spec.field].default for spec in SETTINGS)
 
-
-def add_arguments(
-    parser: "argparse._ActionsContainer", fields: Iterable[str] | None = None
-) -> None:
-    """Add one flag per setting (of `fields`, default all); unset flags stay None so the
-    environment can fill them."""
-    wanted = None if fields is None else set(fields)
-    for spec in SETTINGS:
-        if wanted is not None and spec.field not in wanted:
-            continue
-        default = Settings.model_fields[spec.field].default
-        assert spec.default_help or default is not None, f"{spec.field}: say what None means"
-        shown = spec.default_help or default
-        parser.add_argument(
-            spec.flag,
-            dest=spec.field,
-            metavar=spec.metavar or None,
-            default=None,
-            help=f"{spec.help} (${spec.env}; default {shown})",
-        )
-        if spec.secret:
-            parser.add_argument(
-                spec.file_flag,
-                dest=spec.file_field,
-                metavar="PATH",
-                default=None,
-                help=f"read {spec.flag}'s value from this file, e.g. a mounted secret "
-                f"(${spec.file_env})",
-            )
+# Also the names of the light table (setting_flags.py), for the modules that import them
+# from here.
+__all__ = [
+    "AMQP_CODEC_NAMES",
+    "DEFAULT_AMQP_URL",
+    "DEFAULT_HTTP_PORT",
+    "DEFAULT_MAX_INFLIGHT_BYTES",
+    "DEFAULT_OFFLOAD_BYTES",
+    "DEFAULT_PREFETCH",
+    "DEFAULT_RENDER_TIMEOUT",
+    "DEFAULT_SHUTDOWN_TIMEOUT",
+    "EVENT_LOOP_NAMES",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "NO_CONFIG_HELP",
+    "SETTINGS",
+    "SOURCES_ENV",
+    "AmqpCodecName",
+    "CommandLine",
+    "Environment",
+    "EventLoopName",
+    "LogFormat",
+    "LogLevel",
+    "SettingSpec",
+    "Settings",
+    "SettingsError",
+    "add_arguments",
+    "from_args",
+    "from_env",
+    "parse_amqp_url",
+    "resolve",
+    "without_settings",
+]
 
 
 def _read_secret(path: str) -> str:
