@@ -202,6 +202,7 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
     # Imported here: the local engine must not pay for aio-pika at start-up.
     from worker.rerender.broker import DEFAULT_TIMEOUT, DEFAULT_WINDOW, BrokerEngine
     from worker.rerender.run import RerenderError
+    from worker.transport.broker_failures import where_credentials_are
     from worker.transport.event_loop import EventLoopUnavailable
     from worker.transport.settings import SettingsError, resolve
 
@@ -224,6 +225,10 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
             # serve's variables: the run takes the loop and frame codec the fleet does.
             event_loop=settings.event_loop,
             amqp_codec=settings.amqp_codec,
+            # The URL of --broker URL is read as serve's --amqp-url: name the flag given.
+            credentials_in="--broker"
+            if args.broker
+            else where_credentials_are(settings.source_of("amqp_url")),
         )
     except EventLoopUnavailable as exc:
         raise RerenderError(f"PROMPT_WORKER_EVENT_LOOP: {exc}") from None

@@ -12,12 +12,12 @@ secrets: an environment variable is readable in /proc/PID/environ, `docker inspe
 crash reports. Error messages about a secret never quote its value.
 
 `Settings` is a pydantic-settings model: each field's type checks its value, whatever
-its source. `SETTINGS` is the table of flags and variables (worker/transport/
-setting_flags.py, light to import: `add_arguments` builds `--help` from it). The two levels a value can come from, the command line and the
-environment, are pydantic-settings sources (`CommandLine`, `Environment`); `resolve`
-asks them in order and records the flag, variable or file variable each value was read
-from, so that a later message about a value (credentials the broker refuses) names what
-the operator actually set (`Settings.source_of`).
+its source. `SETTINGS`, the table of flags and variables, lives in setting_flags.py,
+light to import: `--help` is built from it alone. The two levels a value can come from,
+the command line and the environment, are pydantic-settings sources (`CommandLine`,
+`Environment`); `resolve` asks them in order and records the flag, variable or file
+variable each value was read from, so that a later message about a value (credentials
+the broker refuses) names what the operator actually set (`Settings.source_of`).
 """
 
 import argparse
@@ -218,9 +218,7 @@ class Settings(BaseSettings):
             value = getattr(self, spec.field)
             if spec.field in files:
                 env[spec.file_env] = files[spec.field]
-            elif value is not None and (
-                spec.field in sources or value != Settings.model_fields[spec.field].default
-            ):
+            elif value is not None and (spec.field in sources or value != spec.default):
                 env[spec.env] = str(value)
         flags = [f"{field}={name}" for field, name in self.sources if name.startswith("--")]
         if flags:
