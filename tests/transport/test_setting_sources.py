@@ -8,7 +8,12 @@ import pytest
 from aiormq.exceptions import ProbableAuthenticationError
 
 from tests.transport.test_settings import parse
-from worker.transport.broker_failures import ConnectFailed, connect_failure, where_credentials_are
+from worker.transport.broker_failures import (
+    ConnectFailed,
+    connect_failure,
+    refused_detail,
+    where_credentials_are,
+)
 from worker.transport.settings import (
     SOURCES_ENV,
     Settings,
@@ -112,3 +117,10 @@ def test_a_commands_refusal_names_the_setting(secret: Path) -> None:
         "password in the file named by PROMPT_WORKER_AMQP_URL_FILE"
     )
     assert "PROMPT_WORKER_AMQP_URL " not in message and "s3cret" not in message
+
+
+def test_serves_refusal_line_names_the_setting() -> None:
+    settings = parse(["--amqp-url", URL])
+    assert refused_detail(settings.source_of("amqp_url")) == (
+        "not retried: fix the credentials in --amqp-url"
+    )

@@ -94,6 +94,12 @@ def where_credentials_are(source: str | None) -> str:
     return source
 
 
+def refused_detail(source: str | None) -> str:
+    """The `detail` of serve's `broker_access_refused` line, for a URL read from
+    `source` (`Settings.source_of("amqp_url")`)."""
+    return f"not retried: fix the credentials in {where_credentials_are(source)}"
+
+
 def connect_failure(where: str, exc: BaseException, *, fix_in: str | None = None) -> str:
     """The one-line message of a command that could not connect to the broker `where`.
 
