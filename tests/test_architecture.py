@@ -81,6 +81,19 @@ def test_families_do_not_import_each_other(graph: ImportGraph) -> None:
     assert layer_violations(graph, (FAMILIES,)) == []
 
 
+def test_the_renderer_names_no_family(graph: ImportGraph) -> None:
+    # It reaches them through the families' registry (worker.families): which family
+    # builds a kind, and each family's start-up from its own section of the config.
+    imported = graph["worker.render.renderer"]
+    assert "worker.families" in imported
+    named = sorted(
+        target
+        for target in imported
+        if any(target == family or target.startswith(family + ".") for family in FAMILIES)
+    )
+    assert named == []
+
+
 def test_every_module_is_in_a_layer(graph: ImportGraph) -> None:
     roots = [root for layer in LAYERS for root in layer]
     unplaced = [

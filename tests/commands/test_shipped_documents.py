@@ -4,13 +4,13 @@ the modules they avoid importing."""
 
 import pytest
 
+from schemas import asyncapi
 from schemas.json_schema import SCHEMA_FILES, render_schema
 from tests.cli import prompt_worker
 from tests.data import REPO
 from worker.commands import asyncapi_cmd, common, schema_cmd
 from worker.commands.shipped import shipped_text
 from worker.render import config
-from worker.transport import asyncapi
 
 
 def output(*args: str) -> str:
@@ -25,7 +25,7 @@ def test_schema_prints_a_fresh_generation(which: str) -> None:
 
 
 def test_asyncapi_prints_a_fresh_generation() -> None:
-    assert output("asyncapi") == asyncapi.render_asyncapi()
+    assert output("asyncapi") == asyncapi_cmd.generate()
 
 
 def test_the_commands_copies_of_names_agree() -> None:

@@ -123,6 +123,16 @@ def test_broker_commands_help_leaves_http_metrics_and_logging_out(
     assert not modules & {"aiohttp", "prometheus_client", "worker.ops", *LOGGING}
 
 
+@pytest.mark.parametrize("command", ["serve", "replay-dead"])
+def test_broker_commands_help_is_built_from_the_flags_table_alone(
+    tmp_path: Path, command: str
+) -> None:
+    # The typed settings (pydantic-settings) and the broker client are for running.
+    modules = imported(tmp_path, command, "--help")
+    assert "worker.transport.setting_flags" in modules
+    assert not modules & {"pydantic", "pydantic_settings", "aio_pika", "worker.transport.settings"}
+
+
 @pytest.mark.parametrize("command", cli.COMMANDS)
 def test_every_command_has_help_and_arguments(command: str) -> None:
     module = cli.command_module(command)

@@ -3,7 +3,11 @@
 import re
 from pathlib import Path
 
+import pytest
+
+from tests.cli import prompt_worker
 from worker.commands import replay_dead_cmd
+from worker.render.config import load_config
 from worker.transport import settings
 
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md"
@@ -39,3 +43,17 @@ def test_replay_dead_example_shows_the_real_columns() -> None:
     text = OPERATIONS.read_text(encoding="utf-8")
     header = next(line for line in text.splitlines() if line.lstrip().startswith("ACTION"))
     assert re.split(r"\s+", header.strip()) == list(replay_dead_cmd.COLUMNS)
+
+
+def test_the_default_config_is_described_the_same_everywhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    words = "none: no MCP server registry, masking on"
+    result = prompt_worker("serve", "--help")
+    assert f"($PROMPT_WORKER_CONFIG; default {words})" in " ".join(result.stdout.decode().split())
+    assert reference_rows()["PROMPT_WORKER_CONFIG"][2].startswith(words)
+    # ... and that is what serve runs with.
+    monkeypatch.delenv("PROMPT_WORKER_CONFIG", raising=False)
+    config = load_config(settings.from_env({}).config_path)
+    assert config.mcp_servers == {}
+    assert config.masking.enabled

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.data import REPO
+from tests.readme import render_example_config
 
 SCRIPTS = REPO / "scripts"
 RECORDER = """#!/usr/bin/env bash
@@ -158,3 +159,20 @@ def test_serve_manages_the_broker_for_a_local_url_only(tree: Path) -> None:
 def test_serve_help_installs_and_starts_nothing(tree: Path) -> None:
     run(tree, "ensure-venv")
     assert run(tree, "serve", "--help") == ["prompt-worker serve --help"]
+
+
+def test_serve_reads_the_config_of_the_readmes_render_example(tree: Path) -> None:
+    # The README's client example talks to this worker; its prompt is the `render`
+    # example's only when both read the same MCP server registry.
+    config = render_example_config()
+    assert (REPO / config).is_file()
+    write(
+        tree / ".venv" / "bin" / "prompt-worker",
+        RECORDER.format(name="prompt-worker config=${PROMPT_WORKER_CONFIG-unset}"),
+    )
+    run(tree, "ensure-venv")
+    environ = {k: v for k, v in os.environ.items() if k != "PROMPT_WORKER_CONFIG"}
+    assert run(tree, "serve", env=environ)[-1] == f"prompt-worker config={config} serve"
+    # Set, even empty, the variable wins; so does --config (over the variable, in serve).
+    chosen = run(tree, "serve", "--config", "x.yaml", env={"PROMPT_WORKER_CONFIG": ""})
+    assert chosen[-1] == "prompt-worker config= serve --config x.yaml"

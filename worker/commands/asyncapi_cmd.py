@@ -9,11 +9,16 @@ the package, which tests keep equal to a fresh generation; --write and --check g
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from worker.commands.shipped import shipped_text
 
+if TYPE_CHECKING:
+    from schemas.asyncapi import Queues
+    from worker.transport.topology import Topology
+
 HELP = "print the AsyncAPI 3.0 document of the worker's queues and messages"
-# worker.transport.asyncapi.ASYNCAPI_FILE (a test checks): printing the shipped copy
+# schemas.asyncapi.ASYNCAPI_FILE (a test checks): printing the shipped copy
 # needs neither that module nor the models it imports.
 ASYNCAPI_FILE = "asyncapi.yaml"
 
@@ -38,9 +43,7 @@ def run(args: argparse.Namespace) -> int:
         if shipped is not None:
             sys.stdout.write(shipped)
             return 0
-    from worker.transport.asyncapi import render_asyncapi
-
-    text = render_asyncapi()
+    text = generate()
     if args.write:
         Path(args.write).write_text(text, encoding="utf-8")
         return 0
@@ -61,3 +64,24 @@ def run(args: argparse.Namespace) -> int:
         return 0
     sys.stdout.write(text)
     return 0
+
+
+def document_queues(names: "Topology | None" = None) -> "Queues":
+    """The worker's queues as it declares them, for the default names unless `names`."""
+    from schemas.asyncapi import Queue, Queues
+    from worker.transport import topology
+
+    names = names or topology.Topology()
+    return Queues(
+        requests=Queue(names.request_queue, names.request_arguments()),
+        replies=Queue(names.reply_queue, topology.reply_queue_arguments()),
+        dead_letters=Queue(names.dead_letter_queue, topology.dead_letter_queue_arguments()),
+        dead_letter_exchange=names.dead_letter_exchange,
+    )
+
+
+def generate(names: "Topology | None" = None) -> str:
+    """The document's YAML text, for the default queue names unless `names`."""
+    from schemas.asyncapi import render_asyncapi
+
+    return render_asyncapi(document_queues(names))

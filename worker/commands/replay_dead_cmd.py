@@ -32,7 +32,7 @@ _SETTINGS = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from worker.transport import settings
+    from worker.transport import setting_flags
 
     parser.add_argument(
         "--dry-run", action="store_true", help="list the dead letters; move nothing"
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="one JSON object a line instead of a table"
     )
-    settings.add_arguments(parser, _SETTINGS)
+    setting_flags.add_arguments(parser, _SETTINGS)
 
 
 def _positive_int(text: str) -> int:
@@ -82,7 +82,12 @@ def run(args: argparse.Namespace) -> int:
     from worker.ops.logs import silence_broker_libraries
     from worker.transport import settings
     from worker.transport.addresses import first_address
-    from worker.transport.broker_failures import ConnectFailed, broker_address, connect_failure
+    from worker.transport.broker_failures import (
+        ConnectFailed,
+        broker_address,
+        connect_failure,
+        where_credentials_are,
+    )
     from worker.transport.replay import Action, DeadLetter, ReplayError, replay_dead
 
     try:
@@ -124,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, AMQPError, TimeoutError, ConnectFailed) as exc:
         # After several addresses the message names them all (ConnectFailed).
         where = broker_address(first_address(config.amqp_url))
-        print(f"prompt-worker replay-dead: {connect_failure(where, exc)}", file=sys.stderr)
+        fix_in = where_credentials_are(config.source_of("amqp_url"))
+        message = connect_failure(where, exc, fix_in=fix_in)
+        print(f"prompt-worker replay-dead: {message}", file=sys.stderr)
         return 2
 
     what = "listed (dry run)" if args.dry_run else "replayed"

@@ -75,7 +75,7 @@ def _amqp_url(text: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from worker.rerender.progress import MODES
     from worker.rerender.run import DEFAULT_DIFF_LIMIT
-    from worker.transport.settings import add_arguments as add_setting_arguments
+    from worker.transport.setting_flags import add_arguments as add_setting_arguments
 
     parser.add_argument("input", metavar="INPUT.jsonl", help="jobs, one a line; - for stdin")
     parser.add_argument(
@@ -202,6 +202,7 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
     # Imported here: the local engine must not pay for aio-pika at start-up.
     from worker.rerender.broker import DEFAULT_TIMEOUT, DEFAULT_WINDOW, BrokerEngine
     from worker.rerender.run import RerenderError
+    from worker.transport.broker_failures import where_credentials_are
     from worker.transport.event_loop import EventLoopUnavailable
     from worker.transport.settings import SettingsError, resolve
 
@@ -224,6 +225,10 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
             # serve's variables: the run takes the loop and frame codec the fleet does.
             event_loop=settings.event_loop,
             amqp_codec=settings.amqp_codec,
+            # The URL of --broker URL is read as serve's --amqp-url: name the flag given.
+            credentials_in="--broker"
+            if args.broker
+            else where_credentials_are(settings.source_of("amqp_url")),
         )
     except EventLoopUnavailable as exc:
         raise RerenderError(f"PROMPT_WORKER_EVENT_LOOP: {exc}") from None

@@ -26,9 +26,10 @@ HELP = "consume jobs from RabbitMQ and publish replies"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from worker.transport import settings
+    # The flags' table only: --help needs no typed settings (pydantic-settings).
+    from worker.transport import setting_flags
 
-    settings.add_arguments(parser)
+    setting_flags.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

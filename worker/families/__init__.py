@@ -4,11 +4,13 @@
 them: `base.py` (the builder's signature, `RenderContext`), `mcp_servers.py` (the MCP
 server registry), `instructions.py` (the three tiers) and `contributors.py` (text the
 renderer appends to any family's system message). One family never imports another.
+`prepare_states` runs each family's start-up from its own section of the configuration,
+so the renderer needs to know no family by name.
 """
 
 from schemas.job import Kind
 from worker.families import legacy, skill
-from worker.families.base import Family
+from worker.families.base import ConfigSections, Family
 from worker.families.system_prompt import builder as system_prompt
 from worker.families.tarsy import builder as tarsy
 
@@ -30,3 +32,14 @@ FAMILIES: dict[Kind, Family] = {
 }
 
 assert set(FAMILIES) == set(Kind), "every kind needs a family"
+
+
+def prepare_states(config: ConfigSections) -> dict[str, object]:
+    """Each family's start-up state (`Family.prepare`) from its own section of `config`,
+    keyed by family name: the `RenderContext.family_state` the builders read."""
+    families = {family.name: family for family in FAMILIES.values()}
+    return {
+        name: family.prepare(config.section(name))
+        for name, family in families.items()
+        if family.prepare is not None
+    }

@@ -63,11 +63,24 @@ class RenderContext:
 Builder = Callable[[Job, RenderContext], BuildResult]
 
 
+class ConfigSections(Protocol):
+    """The worker's configuration as the families' start-up reads it: each family gets
+    its own section, never all of it."""
+
+    def section(self, family: str) -> object:
+        """The section of `family` (None: the configuration has none for it)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Family:
     name: str
     template_version: str
     build: Builder
+    # Builds the family's read-only state once at start-up from its own section of the
+    # configuration; `build` finds it in `RenderContext.family_state[name]`. None: the
+    # family needs none.
+    prepare: Callable[[object], object] | None = None
 
 
 def template_version(family: str, texts: Iterable[str]) -> str:

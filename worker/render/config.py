@@ -14,7 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from worker.errors import ConfigError
 from worker.families.contributors import ContributorDefinition
 from worker.families.mcp_servers import MCPServerRegistry
-from worker.families.system_prompt.config import PromptDefinition, SystemPromptConfig
+from worker.families.system_prompt.config import (
+    FAMILY_NAME,
+    PromptDefinition,
+    SystemPromptConfig,
+)
 from worker.masking.config import CustomPattern, MaskingConfig
 from worker.render import config_cache
 
@@ -52,6 +56,12 @@ class WorkerConfig(BaseModel):
     def system_prompt(self) -> SystemPromptConfig:
         """The `system_prompt` family's section: its prompt registry and templates."""
         return SystemPromptConfig(prompts=tuple(self.prompts), templates_dir=self.templates_dir)
+
+    def section(self, family: str) -> object:
+        """The section of the file `family` reads at start-up (None: it reads none)."""
+        if family == FAMILY_NAME:
+            return self.system_prompt()
+        return None
 
 
 def _format_validation_error(error: ValidationError) -> str:

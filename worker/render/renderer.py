@@ -16,10 +16,9 @@ from schemas.budget import Budget
 from schemas.codes import ErrorCode
 from schemas.job import Job, kind_rule_violations
 from worker import __version__
-from worker.families import FAMILIES
+from worker.families import FAMILIES, prepare_states
 from worker.families.base import Builder, Messages, RenderContext
 from worker.families.contributors import Contributors
-from worker.families.system_prompt import builder as system_prompt
 from worker.masking.masker import Masker
 from worker.render.catalogue import CATALOGUES
 from worker.render.config import WorkerConfig
@@ -66,9 +65,7 @@ class Renderer:
         self.context = RenderContext(
             registry=self.config.registry(),
             tool_texts=CATALOGUES,
-            family_state={
-                system_prompt.NAME: system_prompt.prepare(self.config.system_prompt()),
-            },
+            family_state=prepare_states(self.config),
         )
         self.masker = (
             Masker.from_config(self.config.masking) if self.config.masking.enabled else None

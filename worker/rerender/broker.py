@@ -91,8 +91,11 @@ class BrokerEngine:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         event_loop: EventLoopName = "auto",
         amqp_codec: AmqpCodecName = "fast",
+        credentials_in: str | None = None,
     ) -> None:
         self.url = url
+        # Where refused credentials are fixed (`where_credentials_are`), for the message.
+        self.credentials_in = credentials_in
         self.max_message_bytes = max_message_bytes
         # As `serve` runs (its settings, its variables): the client's CPU per job is of
         # the same kind as a worker's, publishing, framing and matching replies.
@@ -169,7 +172,7 @@ class BrokerEngine:
         except TimeoutError:
             message = f"cannot reach the broker at {where}: no answer within {CONNECT_TIMEOUT:g} s"
         except Exception as exc:  # refused, DNS, TLS, authentication: all one message
-            message = connect_failure(where, exc)
+            message = connect_failure(where, exc, fix_in=self.credentials_in)
         with contextlib.suppress(Exception):  # connected, then failed: nothing to keep
             await self._link.close()
         raise EngineError(message)

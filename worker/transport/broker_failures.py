@@ -83,13 +83,32 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def connect_failure(where: str, exc: BaseException) -> str:
+def where_credentials_are(source: str | None) -> str:
+    """Where an operator fixes credentials the broker refused, for a URL read from
+    `source`: the flag or variable it came from (`Settings.source_of("amqp_url")`), or
+    None for the built-in default."""
+    if source is None:
+        return "the default URL (guest); set --amqp-url or PROMPT_WORKER_AMQP_URL(_FILE)"
+    if source.endswith(("_FILE", "-file")):
+        return f"the file named by {source}"
+    return source
+
+
+def refused_detail(source: str | None) -> str:
+    """The `detail` of serve's `broker_access_refused` line, for a URL read from
+    `source` (`Settings.source_of("amqp_url")`)."""
+    return f"not retried: fix the credentials in {where_credentials_are(source)}"
+
+
+def connect_failure(where: str, exc: BaseException, *, fix_in: str | None = None) -> str:
     """The one-line message of a command that could not connect to the broker `where`.
 
     After several addresses (`ConnectFailed`), `where` is all of them, in the order tried.
+    `fix_in` names where refused credentials are fixed (`where_credentials_are`).
     """
     if isinstance(exc, ConnectFailed):
         where, exc = ", ".join(exc.tried), exc.last
     if is_access_refused(exc):
-        return f"access refused by the broker at {where}: check the user name and password"
+        fix = f" in {fix_in}" if fix_in else ""
+        return f"access refused by the broker at {where}: check the user name and password{fix}"
     return f"cannot reach the broker at {where}: {describe(exc)}"

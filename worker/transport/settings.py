@@ -1,4 +1,5 @@
-"""Settings of `prompt-worker serve`: one typed object, built from flags and environment.
+"""Settings of `prompt-worker serve`: one typed object, built from flags, environment and
+secret files.
 
 Every setting has a flag and a `PROMPT_WORKER_*` variable; a flag given on the command
 line wins over the variable, which wins over the default. A bad value is a
@@ -9,87 +10,185 @@ A secret setting (the broker URL, which holds the password) can also be read fro
 (`PROMPT_WORKER_AMQP_URL_FILE`, `--amqp-url-file`), as Kubernetes and Docker mount
 secrets: an environment variable is readable in /proc/PID/environ, `docker inspect` and
 crash reports. Error messages about a secret never quote its value.
+
+`Settings` is a pydantic-settings model: each field's type checks its value, whatever
+its source. `SETTINGS`, the table of flags and variables, lives in setting_flags.py,
+light to import: `--help` is built from it alone. The two levels a value can come from,
+the command line and the environment, are pydantic-settings sources (`CommandLine`,
+`Environment`); `resolve` asks them in order and records the flag, variable or file
+variable each value was read from, so that a later message about a value (credentials
+the broker refuses) names what the operator actually set (`Settings.source_of`).
 """
 
 import argparse
-import dataclasses
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES
 from worker.transport import topology
 from worker.transport.addresses import first_address, parse_addresses
+from worker.transport.setting_flags import (
+    AMQP_CODEC_NAMES,
+    DEFAULT_AMQP_URL,
+    DEFAULT_HTTP_PORT,
+    DEFAULT_MAX_INFLIGHT_BYTES,
+    DEFAULT_OFFLOAD_BYTES,
+    DEFAULT_PREFETCH,
+    DEFAULT_RENDER_TIMEOUT,
+    DEFAULT_SHUTDOWN_TIMEOUT,
+    EVENT_LOOP_NAMES,
+    LOG_FORMATS,
+    LOG_LEVELS,
+    NO_CONFIG_HELP,
+    SETTINGS,
+    SOURCES_ENV,
+    AmqpCodecName,
+    EventLoopName,
+    LogFormat,
+    LogLevel,
+    SettingSpec,
+    add_arguments,
+    without_settings,
+)
 from worker.transport.tls import TlsFiles, TlsFilesError, connect_kwargs
-
-DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
-DEFAULT_PREFETCH = 64
-DEFAULT_HTTP_PORT = 8080
-# Jobs above this render in the helper process: inline, a render stalls the event loop
-# (and every other job in flight) for as long as it takes, which grows with the job;
-# in the helper only copying the bytes does. docs/PERFORMANCE.md ("Event loop and
-# large jobs") has the measurements behind the threshold.
-DEFAULT_OFFLOAD_BYTES = 256 * 1024
-# Under Kubernetes' default 30 s termination grace period, so in-flight jobs finish
-# before the kubelet's SIGKILL.
-DEFAULT_SHUTDOWN_TIMEOUT = 25.0
-# The longest a render may take before it is abandoned (the helper process killed) and
-# the job retried, then answered `render_timeout`: a typical job renders in well under
-# a millisecond and one at the size limit in well under this (docs/PERFORMANCE.md).
-DEFAULT_RENDER_TIMEOUT = 5.0
-# Bytes of job bodies handled at once: prefetch x the message limit would otherwise be
-# what one worker may hold, far beyond its memory limit (docs/OPERATIONS.md, "Memory").
-DEFAULT_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
-
-LogLevel = Literal["debug", "info", "warning", "error"]
-LogFormat = Literal["json", "console"]
-LOG_LEVELS: tuple[LogLevel, ...] = ("debug", "info", "warning", "error")
-LOG_FORMATS: tuple[LogFormat, ...] = ("json", "console")
-# What `serve` runs on (worker/transport/event_loop.py).
-EventLoopName = Literal["auto", "uvloop", "asyncio"]
-EVENT_LOOP_NAMES: tuple[EventLoopName, ...] = ("auto", "uvloop", "asyncio")
-# How `serve` encodes and decodes AMQP frames (worker/transport/frames.py).
-AmqpCodecName = Literal["fast", "pamqp"]
-AMQP_CODEC_NAMES: tuple[AmqpCodecName, ...] = ("fast", "pamqp")
 
 
 class SettingsError(ValueError):
     """A setting has an unusable value; the message names the flag or variable."""
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    amqp_url: str = DEFAULT_AMQP_URL
-    request_queue: str = topology.DEFAULT_REQUEST_QUEUE
-    reply_queue: str = topology.DEFAULT_REPLY_QUEUE
+# Each validator takes the text of a flag or variable, or a typed value given in code;
+# its ValueError is the message `resolve` reports after the setting's name.
+def _int_in(low: int, high: int | None = None) -> Callable[[object], int]:
+    def parse(value: object) -> int:
+        if isinstance(value, str):
+            try:
+                value = int(value.strip().replace("_", ""))
+            except ValueError:
+                raise ValueError(f"expected an integer, got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer, got {value!r}")
+        if value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise ValueError(f"must be {bound}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(value: object) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(f"expected a number of seconds, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number of seconds, got {value!r}")
+    if not value > 0:
+        raise ValueError(f"must be positive, got {value}")
+    return float(value)
+
+
+def parse_amqp_url(text: str) -> str:
+    """A broker URL, or several comma-separated (a cluster's nodes): transport/addresses.py."""
+    return parse_addresses(text)
+
+
+def _amqp_url(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError("expected amqp:// or amqps:// URLs as text")
+    return parse_amqp_url(value)
+
+
+def _name(value: object) -> str:
+    if not isinstance(value, str) or not value or value != value.strip():
+        raise ValueError(f"expected a non-empty name without surrounding spaces, got {value!r}")
+    if value.startswith("amq."):
+        raise ValueError(f"names starting with 'amq.' are reserved by RabbitMQ: {value!r}")
+    if len(value.encode()) > 255:
+        raise ValueError("AMQP names are limited to 255 bytes")
+    return value
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[object], str]:
+    def parse(value: object) -> str:
+        word = value.strip().lower() if isinstance(value, str) else None
+        if word not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+        return word
+
+    return parse
+
+
+def _path(value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"expected a path, got {value!r}")
+    return value or None
+
+
+def _checked(parse: Callable[[object], Any]) -> BeforeValidator:
+    return BeforeValidator(parse)
+
+
+class Settings(BaseSettings):
+    """What `serve` runs with. Built from the command line and the environment by
+    `resolve`; built directly (in code and tests) it reads neither."""
+
+    # Defaults are trusted: they are not text a user wrote.
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", validate_default=False)
+
+    amqp_url: Annotated[str, _checked(_amqp_url)] = DEFAULT_AMQP_URL
+    request_queue: Annotated[str, _checked(_name)] = topology.DEFAULT_REQUEST_QUEUE
+    reply_queue: Annotated[str, _checked(_name)] = topology.DEFAULT_REPLY_QUEUE
     # The dead-letter exchange and its queue share this name (CONTRACT.md §4).
-    dead_letter_queue: str = topology.DEFAULT_DEAD_LETTER
-    delivery_limit: int = topology.DEFAULT_DELIVERY_LIMIT
-    prefetch: int = DEFAULT_PREFETCH
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    config_path: str | None = None
+    dead_letter_queue: Annotated[str, _checked(_name)] = topology.DEFAULT_DEAD_LETTER
+    delivery_limit: Annotated[int, _checked(_int_in(1, 1_000))] = topology.DEFAULT_DELIVERY_LIMIT
+    prefetch: Annotated[int, _checked(_int_in(1, 65_535))] = DEFAULT_PREFETCH
+    max_message_bytes: Annotated[int, _checked(_int_in(1))] = DEFAULT_MAX_MESSAGE_BYTES
+    # None: no configuration file, the empty configuration (an empty MCP registry).
+    config_path: Annotated[str | None, _checked(_path)] = None
     # 0 disables the HTTP server. With --processes N, process i listens on port + i.
-    http_port: int = DEFAULT_HTTP_PORT
-    http_host: str = "0.0.0.0"
-    log_level: LogLevel = "info"
+    http_port: Annotated[int, _checked(_int_in(0, 65_535))] = DEFAULT_HTTP_PORT
+    http_host: Annotated[str, _checked(_name)] = "0.0.0.0"
+    log_level: Annotated[LogLevel, _checked(_choice(LOG_LEVELS))] = "info"
     # None: JSON, or console when stderr is a terminal.
-    log_format: LogFormat | None = None
-    processes: int = 1
-    offload_bytes: int = DEFAULT_OFFLOAD_BYTES
-    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
-    render_timeout: float = DEFAULT_RENDER_TIMEOUT
-    max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES
+    log_format: Annotated[LogFormat | None, _checked(_choice(LOG_FORMATS))] = None
+    processes: Annotated[int, _checked(_int_in(1, 256))] = 1
+    offload_bytes: Annotated[int, _checked(_int_in(0))] = DEFAULT_OFFLOAD_BYTES
+    shutdown_timeout: Annotated[float, _checked(_positive_float)] = DEFAULT_SHUTDOWN_TIMEOUT
+    render_timeout: Annotated[float, _checked(_positive_float)] = DEFAULT_RENDER_TIMEOUT
+    max_inflight_bytes: Annotated[int, _checked(_int_in(1))] = DEFAULT_MAX_INFLIGHT_BYTES
     # auto: uvloop when installed, else asyncio's own loop.
-    event_loop: EventLoopName = "auto"
+    event_loop: Annotated[EventLoopName, _checked(_choice(EVENT_LOOP_NAMES))] = "auto"
     # fast: the per-job frames encoded and decoded directly, the rest by pamqp.
-    amqp_codec: AmqpCodecName = "fast"
-    tls_ca_file: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
+    amqp_codec: Annotated[AmqpCodecName, _checked(_choice(AMQP_CODEC_NAMES))] = "fast"
+    tls_ca_file: Annotated[str | None, _checked(_path)] = None
+    tls_cert_file: Annotated[str | None, _checked(_path)] = None
+    tls_key_file: Annotated[str | None, _checked(_path)] = None
     # Secret settings read from a file: field -> path. Passed on as the path, so a
     # supervised worker process reads the file itself and the value stays out of its
     # environment.
     secret_files: tuple[tuple[str, str], ...] = ()
+    # field -> the flag or variable its value was read from; a field not listed has
+    # its default.
+    sources: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Only the values given: `resolve` reads the command line and the environment
+        # through sources of its own, which also record where each value came from.
+        return (init_settings,)
 
     @property
     def tls(self) -> TlsFiles:
@@ -104,320 +203,66 @@ class Settings:
             delivery_limit=self.delivery_limit,
         )
 
+    def source_of(self, field: str) -> str | None:
+        """The flag, variable or file variable `field`'s value was read from
+        (`--amqp-url`, `PROMPT_WORKER_AMQP_URL_FILE`, ...); None: its default."""
+        return dict(self.sources).get(field)
+
     def to_env(self) -> dict[str, str]:
-        """These settings as environment variables (how the supervisor passes them on)."""
+        """These settings as environment variables (how the supervisor passes them on):
+        every value that was set or differs from its default, and where each came from."""
         env: dict[str, str] = {}
         files = dict(self.secret_files)
+        sources = dict(self.sources)
         for spec in SETTINGS:
             value = getattr(self, spec.field)
             if spec.field in files:
                 env[spec.file_env] = files[spec.field]
-            elif value is not None:
+            elif value is not None and (spec.field in sources or value != spec.default):
                 env[spec.env] = str(value)
+        flags = [f"{field}={name}" for field, name in self.sources if name.startswith("--")]
+        if flags:
+            env[SOURCES_ENV] = ",".join(flags)
         return env
 
 
-def without_settings(environ: Mapping[str, str]) -> dict[str, str]:
-    """`environ` less every setting's variables (and their `_FILE` forms)."""
-    names = {spec.env for spec in SETTINGS} | {spec.file_env for spec in SETTINGS if spec.secret}
-    return {key: value for key, value in environ.items() if key not in names}
+# The table --help is built from says what Settings does.
+assert {spec.field for spec in SETTINGS} | {"secret_files", "sources"} == set(Settings.model_fields)
+assert all(spec.default == Settings.model_fields[spec.field].default for spec in SETTINGS)
 
-
-def _int_in(low: int, high: int | None = None) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text.strip().replace("_", ""))
-        except ValueError:
-            raise ValueError(f"expected an integer, got {text!r}") from None
-        if value < low or (high is not None and value > high):
-            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-            raise ValueError(f"must be {bound}, got {value}")
-        return value
-
-    return parse
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise ValueError(f"must be positive, got {text}")
-    return value
-
-
-def parse_amqp_url(text: str) -> str:
-    """A broker URL, or several comma-separated (a cluster's nodes): transport/addresses.py."""
-    return parse_addresses(text)
-
-
-def _name(text: str) -> str:
-    if not text or text != text.strip():
-        raise ValueError(f"expected a non-empty name without surrounding spaces, got {text!r}")
-    if text.startswith("amq."):
-        raise ValueError(f"names starting with 'amq.' are reserved by RabbitMQ: {text!r}")
-    if len(text.encode()) > 255:
-        raise ValueError("AMQP names are limited to 255 bytes")
-    return text
-
-
-def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        value = text.strip().lower()
-        if value not in choices:
-            raise ValueError(f"expected one of {', '.join(choices)}, got {text!r}")
-        return value
-
-    return parse
-
-
-def _path(text: str) -> str | None:
-    return text or None
-
-
-@dataclass(frozen=True, slots=True)
-class SettingSpec:
-    field: str
-    flag: str
-    env: str
-    parse: Callable[[str], Any]
-    help: str
-    metavar: str = ""
-    # Also read from a file (flag + "-file", variable + "_FILE"); never quoted in errors.
-    secret: bool = False
-    # What --help says the default is, when the value alone would not say it.
-    default_help: str = ""
-
-    @property
-    def file_flag(self) -> str:
-        return f"{self.flag}-file"
-
-    @property
-    def file_env(self) -> str:
-        return f"{self.env}_FILE"
-
-    @property
-    def file_field(self) -> str:
-        return f"{self.field}_file"
-
-
-SETTINGS: tuple[SettingSpec, ...] = (
-    SettingSpec(
-        "amqp_url",
-        "--amqp-url",
-        "PROMPT_WORKER_AMQP_URL",
-        parse_amqp_url,
-        "broker URL, amqp:// or amqps://; a cluster's nodes as several URLs, comma-separated",
-        "URL",
-        secret=True,
-    ),
-    SettingSpec(
-        "request_queue",
-        "--request-queue",
-        "PROMPT_WORKER_REQUEST_QUEUE",
-        _name,
-        "queue the jobs are consumed from",
-        "NAME",
-    ),
-    SettingSpec(
-        "reply_queue",
-        "--reply-queue",
-        "PROMPT_WORKER_REPLY_QUEUE",
-        _name,
-        "queue for replies to jobs without reply_to",
-        "NAME",
-    ),
-    SettingSpec(
-        "dead_letter_queue",
-        "--dead-letter-queue",
-        "PROMPT_WORKER_DEAD_LETTER_QUEUE",
-        _name,
-        "dead-letter exchange and queue (same name)",
-        "NAME",
-    ),
-    SettingSpec(
-        "delivery_limit",
-        "--delivery-limit",
-        "PROMPT_WORKER_DELIVERY_LIMIT",
-        _int_in(1, 1_000),
-        "deliveries of a job before the broker dead-letters it",
-        "N",
-    ),
-    SettingSpec(
-        "prefetch",
-        "--prefetch",
-        "PROMPT_WORKER_PREFETCH",
-        _int_in(1, 65_535),
-        "jobs in flight per worker process (per-consumer QoS)",
-        "N",
-    ),
-    SettingSpec(
-        "max_message_bytes",
-        "--max-message-bytes",
-        "PROMPT_WORKER_MAX_MESSAGE_BYTES",
-        _int_in(1),
-        "larger jobs get a payload_too_large reply",
-        "BYTES",
-    ),
-    SettingSpec(
-        "config_path",
-        "--config",
-        "PROMPT_WORKER_CONFIG",
-        _path,
-        "worker.yaml (MCP registry, masking, prompts)",
-        "PATH",
-    ),
-    SettingSpec(
-        "http_port",
-        "--http-port",
-        "PROMPT_WORKER_HTTP_PORT",
-        _int_in(0, 65_535),
-        "port of /healthz, /readyz and /metrics; 0 disables",
-        "PORT",
-    ),
-    SettingSpec(
-        "http_host",
-        "--http-host",
-        "PROMPT_WORKER_HTTP_HOST",
-        _name,
-        "address the HTTP server binds",
-        "ADDRESS",
-    ),
-    SettingSpec(
-        "log_level",
-        "--log-level",
-        "PROMPT_WORKER_LOG_LEVEL",
-        _choice(LOG_LEVELS),
-        "debug also logs request bodies (they may hold secrets)",
-        "LEVEL",
-    ),
-    SettingSpec(
-        "log_format",
-        "--log-format",
-        "PROMPT_WORKER_LOG_FORMAT",
-        _choice(LOG_FORMATS),
-        "json or console; default json, console on a terminal",
-        "FORMAT",
-    ),
-    SettingSpec(
-        "processes",
-        "--processes",
-        "PROMPT_WORKER_PROCESSES",
-        _int_in(1, 256),
-        "worker processes sharing the queue, supervised",
-        "N",
-    ),
-    SettingSpec(
-        "offload_bytes",
-        "--offload-bytes",
-        "PROMPT_WORKER_OFFLOAD_BYTES",
-        _int_in(0),
-        "jobs larger than this render in a helper process",
-        "BYTES",
-    ),
-    SettingSpec(
-        "shutdown_timeout",
-        "--shutdown-timeout",
-        "PROMPT_WORKER_SHUTDOWN_TIMEOUT",
-        _positive_float,
-        "seconds to finish in-flight jobs after SIGTERM",
-        "SECONDS",
-    ),
-    SettingSpec(
-        "tls_ca_file",
-        "--tls-ca-file",
-        "PROMPT_WORKER_TLS_CA_FILE",
-        _path,
-        "CA certificates (PEM) the broker's certificate must chain to (amqps://)",
-        "PATH",
-        default_help="the system's CAs",
-    ),
-    SettingSpec(
-        "tls_cert_file",
-        "--tls-cert-file",
-        "PROMPT_WORKER_TLS_CERT_FILE",
-        _path,
-        "client certificate (PEM) for mutual TLS",
-        "PATH",
-        default_help="none",
-    ),
-    SettingSpec(
-        "tls_key_file",
-        "--tls-key-file",
-        "PROMPT_WORKER_TLS_KEY_FILE",
-        _path,
-        "private key (PEM, unencrypted) of the client certificate",
-        "PATH",
-        default_help="none",
-    ),
-    SettingSpec(
-        "render_timeout",
-        "--render-timeout",
-        "PROMPT_WORKER_RENDER_TIMEOUT",
-        _positive_float,
-        "seconds a render may take before it is abandoned and the job retried",
-        "SECONDS",
-    ),
-    SettingSpec(
-        "max_inflight_bytes",
-        "--max-inflight-bytes",
-        "PROMPT_WORKER_MAX_INFLIGHT_BYTES",
-        _int_in(1),
-        "job bytes handled at once; beyond it consuming pauses (a bigger job runs alone)",
-        "BYTES",
-    ),
-    SettingSpec(
-        "event_loop",
-        "--event-loop",
-        "PROMPT_WORKER_EVENT_LOOP",
-        _choice(EVENT_LOOP_NAMES),
-        "auto (uvloop when installed), uvloop or asyncio",
-        "LOOP",
-    ),
-    SettingSpec(
-        "amqp_codec",
-        "--amqp-codec",
-        "PROMPT_WORKER_AMQP_CODEC",
-        _choice(AMQP_CODEC_NAMES),
-        "fast (the frames of every job encoded directly) or pamqp (aiormq's own codec)",
-        "CODEC",
-    ),
-)
-
-assert {s.field for s in SETTINGS} | {"secret_files"} == {
-    f.name for f in dataclasses.fields(Settings)
-}
-
-
-def add_arguments(
-    parser: "argparse._ActionsContainer", fields: Iterable[str] | None = None
-) -> None:
-    """Add one flag per setting (of `fields`, default all); unset flags stay None so the
-    environment can fill them."""
-    defaults = Settings()
-    wanted = None if fields is None else set(fields)
-    for spec in SETTINGS:
-        if wanted is not None and spec.field not in wanted:
-            continue
-        default = getattr(defaults, spec.field)
-        shown = spec.default_help or ("auto" if default is None else default)
-        parser.add_argument(
-            spec.flag,
-            dest=spec.field,
-            metavar=spec.metavar or None,
-            default=None,
-            help=f"{spec.help} (${spec.env}; default {shown})",
-        )
-        if spec.secret:
-            parser.add_argument(
-                spec.file_flag,
-                dest=spec.file_field,
-                metavar="PATH",
-                default=None,
-                help=f"read {spec.flag}'s value from this file, e.g. a mounted secret "
-                f"(${spec.file_env})",
-            )
+# Also the names of the light table (setting_flags.py), for the modules that import them
+# from here.
+__all__ = [
+    "AMQP_CODEC_NAMES",
+    "DEFAULT_AMQP_URL",
+    "DEFAULT_HTTP_PORT",
+    "DEFAULT_MAX_INFLIGHT_BYTES",
+    "DEFAULT_OFFLOAD_BYTES",
+    "DEFAULT_PREFETCH",
+    "DEFAULT_RENDER_TIMEOUT",
+    "DEFAULT_SHUTDOWN_TIMEOUT",
+    "EVENT_LOOP_NAMES",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "NO_CONFIG_HELP",
+    "SETTINGS",
+    "SOURCES_ENV",
+    "AmqpCodecName",
+    "CommandLine",
+    "Environment",
+    "EventLoopName",
+    "LogFormat",
+    "LogLevel",
+    "SettingSpec",
+    "Settings",
+    "SettingsError",
+    "add_arguments",
+    "from_args",
+    "from_env",
+    "parse_amqp_url",
+    "resolve",
+    "without_settings",
+]
 
 
 def _read_secret(path: str) -> str:
@@ -432,31 +277,85 @@ def _read_secret(path: str) -> str:
     return text.removesuffix("\n").removesuffix("\r")
 
 
-def _lookup(
-    spec: SettingSpec, flags: Mapping[str, str | None], environ: Mapping[str, str]
-) -> tuple[str, str, str | None] | None:
-    """(where it came from, its text, the file it was read from), or None when unset.
+_SPECS = {spec.field: spec for spec in SETTINGS}
 
-    The command line wins over the environment; at either level, a secret given both
-    directly and as a file is an error rather than a guess.
-    """
-    levels = (
-        (spec.flag, flags.get(spec.field), spec.file_flag, flags.get(spec.file_field)),
-        (spec.env, environ.get(spec.env), spec.file_env, environ.get(spec.file_env)),
-    )
-    for name, value, file_name, path in levels:
-        if not spec.secret:
-            path = None
+
+class _Level(PydanticBaseSettingsSource):
+    """One level a setting's text can come from: its value, or for a secret the file
+    that holds it. `get_field_value` answers (text or None, the name it was read
+    under, False); it raises ValueError, naming both, when a secret is given both ways,
+    or when its file cannot be read."""
+
+    def __init__(self, settings_cls: type[BaseSettings], given: Mapping[str, str | None]):
+        super().__init__(settings_cls)
+        self.given = given
+        # field -> the file a secret was read from
+        self.files: dict[str, str] = {}
+
+    def names(self, spec: SettingSpec) -> tuple[str, str, str, str]:
+        """(value key, its name, file key, its name) of `spec` at this level."""
+        raise NotImplementedError
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        spec = _SPECS[field_name]
+        key, name, file_key, file_name = self.names(spec)
+        value = self.given.get(key)
+        path = self.given.get(file_key) if spec.secret else None
         if value is not None and path is not None:
             raise ValueError(f"{name} and {file_name} are both set; set only one")
         if value is not None:
-            return name, value, None
+            return value, name, False
         if path is not None:
             try:
-                return file_name, _read_secret(path), path
+                text = _read_secret(path)
             except ValueError as exc:
                 raise ValueError(f"{file_name}: {exc}") from None
-    return None
+            self.files[field_name] = path
+            return text, file_name, False
+        return None, name, False
+
+    def __call__(self) -> dict[str, Any]:
+        values = {}
+        for name, field in self.settings_cls.model_fields.items():
+            if name in _SPECS:
+                value, _, _ = self.get_field_value(field, name)
+                if value is not None:
+                    values[name] = value
+        return values
+
+
+class CommandLine(_Level):
+    """Flags: field -> text (and a secret's `<field>_file` -> path), None when not given."""
+
+    def names(self, spec: SettingSpec) -> tuple[str, str, str, str]:
+        return spec.field, spec.flag, spec.file_field, spec.file_flag
+
+
+class Environment(_Level):
+    """`PROMPT_WORKER_*` variables (and a secret's `_FILE` variable)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]):
+        super().__init__(settings_cls, environ)
+        # Values a supervisor passed on as variables that the operator gave as flags.
+        self.passed_on: dict[str, str] = {}
+        for item in environ.get(SOURCES_ENV, "").split(","):
+            field, _, name = item.partition("=")
+            spec = _SPECS.get(field)
+            if spec is not None and name in (spec.flag, spec.file_flag):
+                self.passed_on[field] = name
+
+    def names(self, spec: SettingSpec) -> tuple[str, str, str, str]:
+        return spec.env, spec.env, spec.file_env, spec.file_env
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        value, name, complex_ = super().get_field_value(field, field_name)
+        return value, self.passed_on.get(field_name, name), complex_
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    """A validation error in our validators' words; never the value itself."""
+    cause = error.get("ctx", {}).get("error")
+    return str(cause) if isinstance(cause, ValueError) else str(error["msg"])
 
 
 def resolve(flags: Mapping[str, str | None], environ: Mapping[str, str]) -> Settings:
@@ -464,27 +363,35 @@ def resolve(flags: Mapping[str, str | None], environ: Mapping[str, str]) -> Sett
 
     All problems are collected, so a misconfigured deployment is fixed in one go.
     """
-    values: dict[str, Any] = {}
+    levels = (CommandLine(Settings, flags), Environment(Settings, environ))
+    values: dict[str, str] = {}
+    sources: dict[str, str] = {}
     secret_files: list[tuple[str, str]] = []
     problems: list[str] = []
     for spec in SETTINGS:
-        try:
-            found = _lookup(spec, flags, environ)
-        except ValueError as exc:
-            problems.append(str(exc))
-            continue
-        if found is None:
-            continue
-        source, text, path = found
-        try:
-            values[spec.field] = spec.parse(text)
-        except ValueError as exc:
-            problems.append(f"{source}: {exc}")
-        if path is not None:
-            secret_files.append((spec.field, path))
+        field = Settings.model_fields[spec.field]
+        for level in levels:
+            try:
+                text, name, _ = level.get_field_value(field, spec.field)
+            except ValueError as exc:
+                problems.append(str(exc))
+                break
+            if text is not None:
+                values[spec.field] = text
+                sources[spec.field] = name
+                if spec.field in level.files:
+                    secret_files.append((spec.field, level.files[spec.field]))
+                break
+    try:
+        settings = Settings.model_validate(
+            {**values, "secret_files": tuple(secret_files), "sources": tuple(sources.items())}
+        )
+    except ValidationError as exc:
+        for error in exc.errors():
+            field_name = str(error["loc"][0]) if error["loc"] else ""
+            problems.append(f"{sources.get(field_name, field_name)}: {_message(error)}")
     if problems:
         raise SettingsError("; ".join(problems))
-    settings = Settings(**values, secret_files=tuple(secret_files))
     try:
         # Loads the CA, certificate and key once, so a bad file is a start-up error.
         connect_kwargs(first_address(settings.amqp_url), settings.tls)

@@ -10,7 +10,11 @@ from importlib.resources import files
 from schemas.job import Job
 from schemas.system_prompt import DEFAULT_CONTEXT_TOKENS, SystemPromptPayload
 from worker.families.base import BuildResult, Family, RenderContext, template_version
-from worker.families.system_prompt.config import PromptDefinition, SystemPromptConfig
+from worker.families.system_prompt.config import (
+    FAMILY_NAME,
+    PromptDefinition,
+    SystemPromptConfig,
+)
 from worker.families.system_prompt.goal import render_goal
 from worker.families.system_prompt.registry import (
     BUILTIN_PROMPTS,
@@ -26,7 +30,7 @@ from worker.families.system_prompt.store import (
 )
 from worker.families.system_prompt.tiers import BUDGET_TOKENS, estimate_tokens, tier_for_context
 
-NAME = "system_prompt"
+NAME = FAMILY_NAME
 
 # Read at import, which is start-up: the bundled set also feeds the template version.
 BUNDLED_TEMPLATES = read_bundled(files("worker") / "templates" / "system_prompt")
@@ -110,7 +114,7 @@ def build_system_prompt(payload: SystemPromptPayload, state: SystemPromptState) 
 def build(job: Job, ctx: RenderContext) -> BuildResult:
     state = ctx.family_state.get(NAME)
     if not isinstance(state, SystemPromptState):
-        raise RuntimeError(f"{NAME}: templates not loaded (the Renderer runs prepare)")
+        raise RuntimeError(f"{NAME}: templates not loaded (the Renderer runs its prepare)")
     if job.system_prompt is None:
         raise ValueError("kind system_prompt requires the 'system_prompt' payload")
     return build_system_prompt(job.system_prompt, state)
@@ -151,4 +155,11 @@ def versioned_texts() -> tuple[str, ...]:
     return (*TEMPLATES, *(message["content"] for message in probe.messages))
 
 
-FAMILY = Family(NAME, template_version(NAME, versioned_texts()), build)
+def prepare_section(section: object) -> SystemPromptState:
+    """`prepare` as the families' registry calls it, with the family's section."""
+    if not isinstance(section, SystemPromptConfig):
+        raise TypeError(f"{NAME}: expected a SystemPromptConfig, got {type(section).__name__}")
+    return prepare(section)
+
+
+FAMILY = Family(NAME, template_version(NAME, versioned_texts()), build, prepare_section)

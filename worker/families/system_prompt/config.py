@@ -10,6 +10,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# The family's name, which is also how the configuration finds its section.
+FAMILY_NAME = "system_prompt"
+
 NonEmpty = Annotated[str, Field(min_length=1)]
 
 

@@ -15,10 +15,11 @@ import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from schemas.asyncapi import ASYNCAPI_FILE, asyncapi_document
 from worker import cli
+from worker.commands.asyncapi_cmd import document_queues, generate
 from worker.render.renderer import Renderer
 from worker.transport import topology
-from worker.transport.asyncapi import ASYNCAPI_FILE, asyncapi_document, render_asyncapi
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "schemas" / ASYNCAPI_FILE
@@ -52,7 +53,7 @@ def all_refs(node: Any) -> list[str]:
 
 
 def test_committed_document_is_fresh() -> None:
-    assert COMMITTED.read_text(encoding="utf-8") == render_asyncapi(), (
+    assert COMMITTED.read_text(encoding="utf-8") == generate(), (
         "schemas/asyncapi.yaml is stale: run `prompt-worker asyncapi --write schemas/asyncapi.yaml`"
     )
 
@@ -121,7 +122,7 @@ def test_queue_bindings_match_the_topology_the_worker_declares(doc: dict[str, An
 
 def test_names_can_be_overridden() -> None:
     custom = topology.Topology(request_queue="jobs", reply_queue="jobs.out", dead_letter="jobs.dlq")
-    channels = asyncapi_document(custom)["channels"]
+    channels = asyncapi_document(document_queues(custom))["channels"]
     assert channels["requests"]["address"] == "jobs"
     args = channels["requests"]["bindings"]["amqp"]["x-queue-arguments"]
     assert args["x-dead-letter-exchange"] == "jobs.dlq"
@@ -186,13 +187,13 @@ def run_command(*argv: str) -> int:
 
 def test_command_prints_the_document(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_command() == 0
-    assert yaml.safe_load(capsys.readouterr().out) == asyncapi_document()
+    assert yaml.safe_load(capsys.readouterr().out) == asyncapi_document(document_queues())
 
 
 def test_command_writes_then_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "asyncapi.yaml"
     assert run_command("--write", str(target)) == 0
-    assert target.read_text(encoding="utf-8") == render_asyncapi()
+    assert target.read_text(encoding="utf-8") == generate()
     assert run_command("--check", str(target)) == 0
     target.write_text(target.read_text(encoding="utf-8").replace("3.0.0", "2.6.0", 1))
     assert run_command("--check", str(target)) == 1

@@ -1,13 +1,16 @@
 """The AsyncAPI 3.0 document of the worker's RabbitMQ interface (`schemas/asyncapi.yaml`).
 
 Generated, never edited by hand: message payloads come from the wire-contract models
-(`Job`, `OkReply`, `ErrorReply`) and queue names and arguments from `worker.transport.topology`,
-the same objects the worker declares. `prompt-worker asyncapi --write` regenerates the
-file; a test fails while the committed copy is stale.
+(`Job`, `OkReply`, `ErrorReply`) and queue names and arguments from the `Queues` the caller
+passes, which `prompt-worker asyncapi` takes from `worker.transport.topology`, the same
+objects the worker declares. `prompt-worker asyncapi --write` regenerates the file; a
+test fails while the committed copy is stale.
 
 Everything is described from the worker's side: it *receives* jobs and *sends* replies.
 """
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -15,7 +18,6 @@ from pydantic.json_schema import models_json_schema
 
 from schemas.job import Job
 from schemas.reply import ErrorReply, OkReply
-from worker.transport import topology
 
 ASYNCAPI_FILE = "asyncapi.yaml"
 # The version of the wire contract (docs/CONTRACT.md, "v1"), not of the package: the document
@@ -28,16 +30,34 @@ _REPLY_TO = "$message.header#/reply_to"
 _CORRELATION_ID = "$message.header#/correlation_id"
 
 
+@dataclass(frozen=True, slots=True)
+class Queue:
+    name: str
+    # Exactly as declared: RabbitMQ refuses a re-declaration whose arguments differ.
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Queues:
+    """The queues the document describes, as the worker declares them."""
+
+    requests: Queue
+    replies: Queue
+    dead_letters: Queue
+    # The fanout exchange the request queue dead-letters through, bound to `dead_letters`.
+    dead_letter_exchange: str
+
+
 def _ref(path: str) -> dict[str, str]:
     return {"$ref": path}
 
 
-def _queue_binding(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def _queue_binding(queue: Queue) -> dict[str, Any]:
     return {
         "amqp": {
             "is": "queue",
             "queue": {
-                "name": name,
+                "name": queue.name,
                 "durable": True,
                 "exclusive": False,
                 "autoDelete": False,
@@ -45,7 +65,7 @@ def _queue_binding(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
             },
             # The AMQP binding has no field for queue arguments; RabbitMQ refuses a
             # re-declaration whose arguments differ, so consumers need them exactly.
-            "x-queue-arguments": arguments,
+            "x-queue-arguments": dict(queue.arguments),
             "bindingVersion": AMQP_BINDING_VERSION,
         }
     }
@@ -145,9 +165,8 @@ def _messages() -> dict[str, Any]:
     }
 
 
-def asyncapi_document(names: topology.Topology | None = None) -> dict[str, Any]:
-    """The AsyncAPI 3.0 document, for the default queue names unless `names` is given."""
-    names = names or topology.Topology()
+def asyncapi_document(queues: Queues) -> dict[str, Any]:
+    """The AsyncAPI 3.0 document of the worker's `queues`."""
     return {
         "asyncapi": "3.0.0",
         "info": {
@@ -176,14 +195,14 @@ def asyncapi_document(names: topology.Topology | None = None) -> dict[str, Any]:
         },
         "channels": {
             "requests": {
-                "address": names.request_queue,
+                "address": queues.requests.name,
                 "title": "Request queue",
                 "description": (
                     "Durable quorum queue. Deliveries past the delivery limit and bad "
-                    f"input are dead-lettered through the exchange {names.dead_letter!r}."
+                    f"input are dead-lettered through the exchange {queues.dead_letter_exchange!r}."
                 ),
                 "messages": {"job": _ref("#/components/messages/job")},
-                "bindings": _queue_binding(names.request_queue, names.request_arguments()),
+                "bindings": _queue_binding(queues.requests),
             },
             "replyTo": {
                 # The address is only known at run time: the request's reply_to.
@@ -194,24 +213,22 @@ def asyncapi_document(names: topology.Topology | None = None) -> dict[str, Any]:
                 "messages": _reply_messages(),
             },
             "replies": {
-                "address": names.reply_queue,
+                "address": queues.replies.name,
                 "title": "Default reply queue",
                 "description": "Replies to jobs published without reply_to.",
                 "messages": _reply_messages(),
-                "bindings": _queue_binding(names.reply_queue, topology.reply_queue_arguments()),
+                "bindings": _queue_binding(queues.replies),
             },
             "deadLetters": {
-                "address": names.dead_letter_queue,
+                "address": queues.dead_letters.name,
                 "title": "Dead-letter queue",
                 "description": (
-                    f"Fanout exchange {names.dead_letter_exchange!r} bound to the durable "
+                    f"Fanout exchange {queues.dead_letter_exchange!r} bound to the durable "
                     "quorum queue of the same name; holds rejected and poison jobs for "
                     "inspection and replay."
                 ),
                 "messages": {"deadLetter": _ref("#/components/messages/deadLetter")},
-                "bindings": _queue_binding(
-                    names.dead_letter_queue, topology.dead_letter_queue_arguments()
-                ),
+                "bindings": _queue_binding(queues.dead_letters),
             },
         },
         "operations": {
@@ -273,13 +290,13 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-def render_asyncapi(names: topology.Topology | None = None) -> str:
+def render_asyncapi(queues: Queues) -> str:
     """The document as YAML text, exactly as committed in schemas/asyncapi.yaml."""
     header = (
         "# GENERATED by `prompt-worker asyncapi --write schemas/asyncapi.yaml` from the\n"
         "# wire-contract models and worker/transport/topology.py. Do not edit by hand.\n"
     )
     body = yaml.dump(
-        asyncapi_document(names), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100
+        asyncapi_document(queues), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100
     )
     return header + body
