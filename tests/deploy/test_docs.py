@@ -3,7 +3,10 @@
 import re
 from pathlib import Path
 
+import yaml
+
 from worker.commands import replay_dead_cmd
+from worker.ops import metrics
 from worker.transport import settings
 
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "OPERATIONS.md"
@@ -39,3 +42,20 @@ def test_replay_dead_example_shows_the_real_columns() -> None:
     text = OPERATIONS.read_text(encoding="utf-8")
     header = next(line for line in text.splitlines() if line.lstrip().startswith("ACTION"))
     assert re.split(r"\s+", header.strip()) == list(replay_dead_cmd.COLUMNS)
+
+
+def test_every_alert_has_its_runbook() -> None:
+    rules = yaml.safe_load((OPERATIONS.parents[1] / "deploy/prometheus/alerts.yml").read_text())
+    alerts = {rule["alert"] for group in rules["groups"] for rule in group["rules"]}
+    text = OPERATIONS.read_text(encoding="utf-8")
+    section = text.split("## Answer an alert", 1)[1].split("\n## ", 1)[0]
+    runbooks = set(re.findall(r"^### (\w+)$", section, re.M))
+    assert len(alerts) > 5
+    assert alerts <= runbooks
+
+
+def test_every_exported_metric_is_in_the_metrics_table() -> None:
+    text = OPERATIONS.read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `prompt_worker_")]
+    documented = {name for row in rows for name in re.findall(r"`(prompt_worker_\w+)`", row)}
+    assert set(metrics.METRIC_NAMES) <= documented
