@@ -40,6 +40,7 @@ from worker.masking.detectors.keys import (
     owns_storage_key,
     owns_token,
 )
+from worker.masking.detectors.kubernetes_docker import mask_secret_data
 from worker.masking.fields import DATA, all_paths
 from worker.masking.paths import (
     Run,
@@ -295,7 +296,9 @@ class Masker:
         for key, item in value.items():
             new: Any
             if is_secret and key in ("data", "stringData") and isinstance(item, dict):
-                new = self._mask_secret_data(item, counts)
+                new, masked = mask_secret_data(item)
+                if masked:
+                    counts["kubernetes_secret"] += masked
             elif key == "auths" and isinstance(item, dict) and "docker_auth" in self._enabled_names:
                 new = self._mask_registry_auths(item, counts, f"{where}.{key}", hits_of)
             elif isinstance(item, str) and isinstance(key, str):
@@ -350,16 +353,6 @@ class Masker:
                     result = dict(auths)
                 result[registry] = new
         return auths if result is None else result
-
-    def _mask_secret_data(self, data: dict[Any, Any], counts: Counter[str]) -> dict[Any, Any]:
-        result: dict[Any, Any] = {}
-        for key, item in data.items():
-            if isinstance(item, str) and item and not item.startswith(MASK_PREFIX):
-                counts["kubernetes_secret"] += 1
-                result[key] = "[MASKED_SECRET_VALUE]"
-            else:
-                result[key] = item
-        return result if result != data else data
 
     def _credential_by_key(self, key: str, value: str) -> tuple[str, str] | None:
         """The detector and replacement owning `value` by its key alone, if any."""

@@ -14,6 +14,7 @@ import binascii
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from worker.masking.detectors.base import (
     LOOSE_QUOTE,
@@ -58,6 +59,20 @@ def mask_secret_manifests(text: str) -> tuple[str, int]:
     # A nested edit (a manifest escaped in a JSON string) may hold several masks.
     count = sum(e[2].count(REPLACEMENT) - text.count(REPLACEMENT, e[0], e[1]) for e in edits)
     return splice(text, edits), count
+
+
+def mask_secret_data(data: dict[Any, Any]) -> tuple[dict[Any, Any], int]:
+    """The `data` or `stringData` object of a Secret in structured data, its string
+    values masked, and how many were (the same object when none was)."""
+    result: dict[Any, Any] = {}
+    masked = 0
+    for key, item in data.items():
+        if isinstance(item, str) and item and not item.startswith(MASK_PREFIX):
+            masked += 1
+            result[key] = REPLACEMENT
+        else:
+            result[key] = item
+    return (result if result != data else data), masked
 
 
 # -- YAML -------------------------------------------------------------------------
