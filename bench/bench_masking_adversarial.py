@@ -52,8 +52,8 @@ from worker.masking import prefilter  # noqa: E402
 from worker.masking.config import MaskingConfig  # noqa: E402
 from worker.masking.masker import Masker  # noqa: E402
 
-# A checkout from before `worker/` was regrouped (issue 14), such as the tree
-# docs/PERFORMANCE.md measures with `--source`, has worker/config.py and worker/render.py.
+# A checkout from before `worker/` was regrouped (issue 14), such as an older
+# tree given with `--source`, has worker/config.py and worker/render.py.
 _REGROUPED = ((ARGS.source or REPO) / "worker" / "render" / "renderer.py").exists()
 WorkerConfig = importlib.import_module(
     "worker.render.config" if _REGROUPED else "worker.config"

@@ -46,8 +46,8 @@ def load_other(checkout: Path, into: Path) -> dict[str, Any]:
     import _other_worker.masking.config as masking_config  # type: ignore[import-not-found]
     import _other_worker.masking.masker as masker  # type: ignore[import-not-found]
 
-    # A checkout from before `worker/` was regrouped (issue 14), such as the tree
-    # docs/PERFORMANCE.md measures against, has worker/config.py and worker/render.py.
+    # A checkout from before `worker/` was regrouped (issue 14), such as an older
+    # tree to measure against, has worker/config.py and worker/render.py.
     regrouped = (checkout / "worker" / "render" / "renderer.py").exists()
     config = importlib.import_module(
         "_other_worker.render.config" if regrouped else "_other_worker.config"

@@ -20,7 +20,7 @@ from schemas.job import Job
 from schemas.reply import ErrorReply, OkReply
 
 ASYNCAPI_FILE = "asyncapi.yaml"
-# The version of the wire contract (docs/CONTRACT.md, "v1"), not of the package: the document
+# The version of the wire contract (v1, in the title of docs/CONTRACT.md), not of the package: the document
 # changes only when the contract does.
 CONTRACT_VERSION = "1.0.0"
 AMQP_BINDING_VERSION = "0.3.0"

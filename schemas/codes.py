@@ -2,7 +2,7 @@
 
 The data path writes error replies from dicts and needs only these codes; keeping them
 out of `schemas.reply` spares `prompt-worker render` and the worker building the reply
-models at start-up (docs/PERFORMANCE.md, "Commands and `render`").
+models at start-up (docs/PERFORMANCE.md, "Command start-up").
 """
 
 from enum import StrEnum

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Size, memory and time of the drift page on a large run (docs/PERFORMANCE.md).
+"""Size, memory and time of the drift page on a large run (docs/PERFORMANCE.md,
+"Batch re-rendering").
 
     .venv/bin/python scripts/bench-drift-page.py                 # 1,000,000 lines
     .venv/bin/python scripts/bench-drift-page.py --lines 100000  # a quicker look

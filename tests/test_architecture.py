@@ -46,6 +46,13 @@ FAMILIES = (
     "worker.families.system_prompt",
 )
 
+# Inside masking/detectors/: one module per family of credential. What they share lives
+# in `base` (the detector, its anchors, the table) and `keys` (finding key-value pairs).
+DETECTOR_FAMILIES = tuple(
+    f"worker.masking.detectors.{family}"
+    for family in ("keyvalue", "pem_tokens", "urls", "cloud", "kubernetes_docker", "pii")
+)
+
 
 @pytest.fixture(scope="module")
 def graph() -> ImportGraph:
@@ -92,6 +99,11 @@ def test_the_renderer_names_no_family(graph: ImportGraph) -> None:
         if any(target == family or target.startswith(family + ".") for family in FAMILIES)
     )
     assert named == []
+
+
+def test_detector_families_do_not_import_each_other(graph: ImportGraph) -> None:
+    assert all(family in graph for family in DETECTOR_FAMILIES)
+    assert layer_violations(graph, (DETECTOR_FAMILIES,)) == []
 
 
 def test_every_module_is_in_a_layer(graph: ImportGraph) -> None:

@@ -2,7 +2,7 @@
 form leaves in `sys.modules`, run in a fresh interpreter as a user runs it.
 
 An import-set assertion, not a timing: the start-up figures are in bench/bench_startup.py
-and docs/PERFORMANCE.md.
+and docs/PERFORMANCE.md, "Command start-up".
 """
 
 import subprocess

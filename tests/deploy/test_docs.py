@@ -4,9 +4,11 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.cli import prompt_worker
 from worker.commands import replay_dead_cmd
+from worker.ops import metrics
 from worker.render.config import load_config
 from worker.transport import settings
 
@@ -57,3 +59,20 @@ def test_the_default_config_is_described_the_same_everywhere(
     config = load_config(settings.from_env({}).config_path)
     assert config.mcp_servers == {}
     assert config.masking.enabled
+
+
+def test_every_alert_has_its_runbook() -> None:
+    rules = yaml.safe_load((OPERATIONS.parents[1] / "deploy/prometheus/alerts.yml").read_text())
+    alerts = {rule["alert"] for group in rules["groups"] for rule in group["rules"]}
+    text = OPERATIONS.read_text(encoding="utf-8")
+    section = text.split("## Answer an alert", 1)[1].split("\n## ", 1)[0]
+    runbooks = set(re.findall(r"^### (\w+)$", section, re.M))
+    assert len(alerts) > 5
+    assert alerts <= runbooks
+
+
+def test_every_exported_metric_is_in_the_metrics_table() -> None:
+    text = OPERATIONS.read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `prompt_worker_")]
+    documented = {name for row in rows for name in re.findall(r"`(prompt_worker_\w+)`", row)}
+    assert set(metrics.METRIC_NAMES) <= documented

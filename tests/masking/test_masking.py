@@ -27,7 +27,8 @@ from worker.errors import ConfigError
 from worker.masking import fields
 from worker.masking.config import MaskingConfig
 from worker.masking.detectors import BUILTIN, Detector
-from worker.masking.masker import REDACTION_NOTICE, Masker, _walk
+from worker.masking.masker import REDACTION_NOTICE, Masker
+from worker.masking.paths import walk as _walk
 from worker.masking.text import TextView
 from worker.render.config import WorkerConfig, load_config, parse_config
 from worker.render.renderer import Renderer

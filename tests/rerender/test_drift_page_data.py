@@ -27,9 +27,9 @@ from tests.rerender.runs import (
     sent_meta,
 )
 from worker.cli import main
-from worker.rerender.changes import describe_change, message_changes, word_pieces
-from worker.rerender.drift_page import content_security_policy, render_page, script_safe_json
-from worker.rerender.page_data import PageError, PageLimits, collect
+from worker.rerender.page.changes import describe_change, message_changes, word_pieces
+from worker.rerender.page.drift_page import content_security_policy, render_page, script_safe_json
+from worker.rerender.page.page_data import PageError, PageLimits, collect
 
 ReviewRun = tuple[Run, dict[str, Any]]
 

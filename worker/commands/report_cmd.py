@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from worker.rerender.drift_page import write_page
-    from worker.rerender.page_data import PageError
+    from worker.rerender.page.drift_page import write_page
+    from worker.rerender.page.page_data import PageError
 
     try:
         page = write_page(args.input, args.output, args.html)

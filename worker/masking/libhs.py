@@ -27,7 +27,7 @@ HS_FLAG_CASELESS = 1
 _ENV_PATH = "PROMPT_WORKER_LIBHS"
 _SONAME = "libhs.so.5"
 # Buffers from this size on are scanned with the GIL released: only a long scan repays
-# the thread switch (docs/PERFORMANCE.md, masking).
+# the thread switch (docs/PERFORMANCE.md, "Masking").
 _RELEASE_GIL_FROM = 1 << 20
 _MAX_LENGTH = 0xFFFFFFFF  # hs_scan's length is an unsigned int
 

@@ -15,9 +15,7 @@ never the text.
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from operator import itemgetter
+from collections.abc import Iterable
 from typing import Any
 
 from worker.masking import log
@@ -31,8 +29,7 @@ from worker.masking.detectors import (
     edits_result,
     is_basic_credentials,
 )
-from worker.masking.fields import DATA, all_paths
-from worker.masking.keyvalue import (
+from worker.masking.detectors.keys import (
     normalise_key,
     owns_api_key,
     owns_aws_secret,
@@ -42,6 +39,16 @@ from worker.masking.keyvalue import (
     owns_secret,
     owns_storage_key,
     owns_token,
+)
+from worker.masking.detectors.kubernetes_docker import mask_secret_data
+from worker.masking.fields import DATA, all_paths
+from worker.masking.paths import (
+    Run,
+    TextPath,
+    compile_collection,
+    format_path,
+    object_at,
+    parse_path,
 )
 from worker.masking.prefilter import Hits
 from worker.masking.text import MASK_PREFIX, TextView, is_placeholder
@@ -98,33 +105,6 @@ class MaskingFailure(Exception):
         self.detector = detector
 
 
-@dataclass(frozen=True, slots=True)
-class _Step:
-    name: str
-    each: bool  # walk every item of a list
-
-
-@dataclass(frozen=True, slots=True)
-class _Path:
-    text: str
-    steps: tuple[_Step, ...]
-    data: bool  # a JSON value rather than a string
-
-
-def _parse_path(path: str, data: bool) -> _Path:
-    steps = tuple(_Step(part.removesuffix("[]"), part.endswith("[]")) for part in path.split("."))
-    return _Path(path, steps, data)
-
-
-# A run of texts found in a job's JSON: where it starts in the list of texts, what
-# holds its texts (a dict, or a list holding one text per item), the key of each text
-# in its holder (None: the list items are the texts), whether the run is a list's
-# items, its path, and the list indexes on the way (for the field named in logs).
-_Run = tuple[int, Any, str | None, bool, _Path, tuple[int, ...]]
-# Appends the texts of one path under its payload (a JSON object) and their runs.
-_Collector = Callable[[dict[str, Any], list[Any], list[_Run]], None]
-
-
 class Masker:
     def __init__(self, config: MaskingConfig, *, engine: str | None = None) -> None:
         """`engine` overrides `config.engine` (the tests and benchmarks compare them)."""
@@ -157,14 +137,14 @@ class Masker:
         # The distinct anchors, by the ids the prefilter reports.
         self.anchors: tuple[Anchor, ...] = tuple(anchors)
         self.prefilter: prefilters.Prefilter = prefilters.build(anchors, engine or config.engine)
-        paths = [_parse_path(path, shape is DATA) for path, shape in all_paths()]
+        paths = [parse_path(path, shape is DATA) for path, shape in all_paths()]
         self._text_paths = tuple(p for p in paths if not p.data)
         self._data_paths = tuple(p for p in paths if p.data)
-        # Structured values are found by `_object_at`, which walks objects only.
+        # Structured values are found by `object_at`, which walks objects only.
         assert not any(step.each for p in self._data_paths for step in p.steps), self._data_paths
-        self._collect = _compile_collection(self._text_paths)
+        self._collect = compile_collection(self._text_paths)
         # Per payload: the names between it and each value's key, and the path.
-        data_by_root: dict[str, list[tuple[tuple[str, ...], str, _Path]]] = {}
+        data_by_root: dict[str, list[tuple[tuple[str, ...], str, TextPath]]] = {}
         for path in self._data_paths:
             *between, name = (step.name for step in path.steps[1:])
             data_by_root.setdefault(path.steps[0].name, []).append((tuple(between), name, path))
@@ -316,7 +296,9 @@ class Masker:
         for key, item in value.items():
             new: Any
             if is_secret and key in ("data", "stringData") and isinstance(item, dict):
-                new = self._mask_secret_data(item, counts)
+                new, masked = mask_secret_data(item)
+                if masked:
+                    counts["kubernetes_secret"] += masked
             elif key == "auths" and isinstance(item, dict) and "docker_auth" in self._enabled_names:
                 new = self._mask_registry_auths(item, counts, f"{where}.{key}", hits_of)
             elif isinstance(item, str) and isinstance(key, str):
@@ -371,16 +353,6 @@ class Masker:
                     result = dict(auths)
                 result[registry] = new
         return auths if result is None else result
-
-    def _mask_secret_data(self, data: dict[Any, Any], counts: Counter[str]) -> dict[Any, Any]:
-        result: dict[Any, Any] = {}
-        for key, item in data.items():
-            if isinstance(item, str) and item and not item.startswith(MASK_PREFIX):
-                counts["kubernetes_secret"] += 1
-                result[key] = "[MASKED_SECRET_VALUE]"
-            else:
-                result[key] = item
-        return result if result != data else data
 
     def _credential_by_key(self, key: str, value: str) -> tuple[str, str] | None:
         """The detector and replacement owning `value` by its key alone, if any."""
@@ -452,13 +424,13 @@ class Masker:
         counts: Counter[str] | None = None
         # Structured values (legacy alert data, histories): one pass over all their
         # strings first, where a scan per string cost most of a legacy job.
-        values: list[tuple[dict[str, Any], str, Any, _Path]] = []
+        values: list[tuple[dict[str, Any], str, Any, TextPath]] = []
         for root_name, paths in self._data_roots:
             root = data.get(root_name)
             if type(root) is not dict:
                 continue
             for between, name, path in paths:
-                holder = _object_at(root, between)
+                holder = object_at(root, between)
                 value = holder.get(name) if holder is not None else None
                 if holder is not None and value is not None:
                     values.append((holder, name, value, path))
@@ -483,20 +455,20 @@ class Masker:
                 self._mask_runs(texts, runs, found, selected, counts)
         return dict(counts) if counts else {}
 
-    def collect_texts(self, data: dict[str, Any]) -> tuple[list[Any], list[_Run]]:
+    def collect_texts(self, data: dict[str, Any]) -> tuple[list[Any], list[Run]]:
         """The values at the text paths of a parsed job, and where each run of them is.
 
         A value that is not a string where the models want one is kept as it is (the
         scan then fails on it and it is masked as no text)."""
         texts: list[Any] = []
-        runs: list[_Run] = []
+        runs: list[Run] = []
         self._collect(data, texts, runs)
         return texts, runs
 
     def _mask_runs(
         self,
         texts: list[str],
-        runs: list[_Run],
+        runs: list[Run],
         found: dict[int, Hits],
         selected: Iterable[int],
         counts: Counter[str],
@@ -508,7 +480,7 @@ class Masker:
                 continue
             start, holder, key, each, path, prefix = runs[bisect_right(starts, index) - 1]
             offset = index - start
-            where = _format_path(path.text, (*prefix, offset) if each else prefix)
+            where = format_path(path.text, (*prefix, offset) if each else prefix)
             masked = self._guarded(value, found.get(index, {}), counts, where)
             if masked is value:
                 continue
@@ -518,140 +490,3 @@ class Masker:
                 holder[offset] = masked
             else:
                 holder[offset][key] = masked
-
-
-def _object_at(obj: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any] | None:
-    """The object reached from `obj` through the keys `names`, if the JSON has one."""
-    for name in names:
-        value = obj.get(name)
-        if type(value) is not dict:
-            return None
-        obj = value
-    return obj
-
-
-def _values(items: list[Any], key: str, get: Callable[[Any], Any]) -> list[Any]:
-    """`item[key]` of each item: None where an item is no object holding the key."""
-    try:
-        return list(map(get, items))
-    except (KeyError, TypeError):  # not what the models allow: the job is invalid
-        return [item.get(key) if type(item) is dict else None for item in items]
-
-
-def _collector(path: _Path) -> _Collector:
-    """The collector of a text path of a shape `_compile_collection` does not inline: the
-    same list one level deeper (specialised here), or any other (`_walk`)."""
-    steps = path.steps[1:]
-    shape = tuple(step.each for step in steps)
-    names = [step.name for step in steps]
-
-    if shape == (True, True, False):
-        outer_name, inner_name, key = names
-        get = itemgetter(key)
-
-        def each_item_of_each(root: dict[str, Any], texts: list[Any], runs: list[_Run]) -> None:
-            outer = root.get(outer_name)
-            if type(outer) is not list:
-                return
-            for i, item in enumerate(outer):
-                items = item.get(inner_name) if type(item) is dict else None
-                if type(items) is list and items:
-                    runs.append((len(texts), items, key, True, path, (i,)))
-                    texts.extend(_values(items, key, get))
-
-        return each_item_of_each
-
-    def generic(root: dict[str, Any], texts: list[Any], runs: list[_Run]) -> None:
-        _walk(root, path, 1, (), texts, runs)
-
-    return generic
-
-
-def _compile_collection(paths: tuple[_Path, ...]) -> _Collector:
-    """One function collecting the texts of every text path from a job's JSON object,
-    as straight-line code: each root looked up once, each field a `get` and a type
-    check, no call per path. Walking the paths with a collector each cost about a
-    quarter of masking a typical job that holds nothing to mask. The generated code
-    finds what the generic walker `_walk` finds, in the same order (a test compares
-    them); the rare shapes it does not inline call their `_collector`."""
-    namespace: dict[str, Any] = {"_values": _values}
-    lines = ["def collect(data, texts, runs):"]
-    by_root: dict[str, list[tuple[int, _Path]]] = {}
-    for number, path in enumerate(paths):
-        by_root.setdefault(path.steps[0].name, []).append((number, path))
-        namespace[f"P{number}"] = path
-    for root_name, numbered in by_root.items():
-        lines.append(f"    r = data.get({root_name!r})")
-        lines.append("    if type(r) is dict:")
-        for number, path in numbered:
-            steps = path.steps[1:]
-            shape = tuple(step.each for step in steps)
-            names = [step.name for step in steps]
-            if not any(shape):
-                *between, name = names
-                holder, indent = "r", "        "
-                for depth, step_name in enumerate(between):
-                    lines.append(f"{indent}h{depth} = {holder}.get({step_name!r})")
-                    lines.append(f"{indent}if type(h{depth}) is dict:")
-                    holder, indent = f"h{depth}", indent + "    "
-                lines += [
-                    f"{indent}v = {holder}.get({name!r})",
-                    f"{indent}if type(v) is str:",
-                    f"{indent}    runs.append((len(texts), {holder}, {name!r}, False, P{number}, ()))",
-                    f"{indent}    texts.append(v)",
-                ]
-            elif shape == (True, False):
-                items_name, key = names
-                namespace[f"G{number}"] = itemgetter(key)
-                lines += [
-                    f"        items = r.get({items_name!r})",
-                    "        if type(items) is list and items:",
-                    f"            runs.append((len(texts), items, {key!r}, True, P{number}, ()))",
-                    f"            texts.extend(_values(items, {key!r}, G{number}))",
-                ]
-            else:
-                namespace[f"C{number}"] = _collector(path)
-                lines.append(f"        C{number}(r, texts, runs)")
-    if len(lines) == 1:
-        lines.append("    return None")
-    exec(
-        compile("\n".join(lines), f"<masking text collection of {len(paths)} paths>", "exec"),
-        namespace,
-    )
-    collect: _Collector = namespace["collect"]
-    return collect
-
-
-def _walk(
-    obj: Any, path: _Path, depth: int, prefix: tuple[int, ...], texts: list[Any], runs: list[_Run]
-) -> None:
-    """Any text path: the texts under `obj`, the JSON value reached by step depth-1."""
-    if type(obj) is not dict:
-        return
-    step = path.steps[depth]
-    last = depth == len(path.steps) - 1
-    value = obj.get(step.name)
-    if not step.each:
-        if not last:
-            _walk(value, path, depth + 1, prefix, texts, runs)
-        elif type(value) is str:
-            runs.append((len(texts), obj, step.name, False, path, prefix))
-            texts.append(value)
-        return
-    if type(value) is not list:
-        return
-    if last:  # a list of texts
-        runs.append((len(texts), value, None, True, path, prefix))
-        texts.extend(value)
-        return
-    for i, item in enumerate(value):
-        _walk(item, path, depth + 1, (*prefix, i), texts, runs)
-
-
-def _format_path(path: str, indexes: tuple[int, ...]) -> str:
-    parts = path.split("[]")
-    out = [parts[0]]
-    for i, rest in enumerate(parts[1:]):
-        out.append(f"[{indexes[i]}]" if i < len(indexes) else "[]")
-        out.append(rest)
-    return "".join(out)

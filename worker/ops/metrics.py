@@ -39,7 +39,7 @@ _KIND_LABELS: dict[str, str] = {k.value: k.value for k in Kind} | {
 }
 
 # From well under a typical job's render to a job near the size limit (docs/PERFORMANCE.md,
-# "Builder" and "Event loop and large jobs", give both ends).
+# "The builder" and "Event loop and large jobs", give both ends).
 RENDER_BUCKETS = (
     0.0001,
     0.00025,
@@ -92,7 +92,7 @@ def kind_label(kind: str | None) -> str:
 @dataclass(frozen=True, slots=True)
 class _KindSeries:
     """The labelled children of one job kind, resolved once: `labels()` would otherwise
-    be paid four times a job (docs/PERFORMANCE.md, "Figures behind the code")."""
+    be paid four times a job (docs/PERFORMANCE.md, "The builder")."""
 
     job_seconds: Histogram
     render_seconds: Histogram

@@ -13,7 +13,7 @@ the body with the catalogue cut out (see `decode.load_body`, which checks that t
 it found is the job's own). Only the last member: finding it costs a few byte
 comparisons at the end of the body, where searching a body for the key cost more on jobs
 without tools than the parse it saves on jobs with them (docs/PERFORMANCE.md,
-"Builder"). CONTRACT.md §2 asks producers to put `tools` after `session` and `stage`, so
+"The builder"). CONTRACT.md §2 asks producers to put `tools` after `session` and `stage`, so
 stage jobs qualify; a body with members after the catalogue (a chat job) is parsed
 whole, as before. A spelling is learnt from the second job carrying the catalogue, so
 jobs with one-off catalogues pay nothing for it.

@@ -2,7 +2,7 @@
 
 Importing PyYAML and parsing a small worker.yaml cost about 12 ms of every
 `prompt-worker render` and `mask` run, around 5% of their start-up
-(docs/PERFORMANCE.md, "Commands and `render`"). The parsed document is kept in the
+(docs/PERFORMANCE.md, "Command start-up"). The parsed document is kept in the
 on-disk cache of the masking databases (`worker.masking.db_cache`: same directory,
 same switch, same damage checks), marshalled and named after a hash of the file's
 text and of the interpreter (marshal's format is the interpreter's). A document that

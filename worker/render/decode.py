@@ -62,7 +62,7 @@ def _holds_wide_float(value: Any) -> bool:
 def _exact_integers(body: bytes | str, data: Any) -> Any:
     """`data`, re-read with the standard library when a Python-semantics payload holds a
     wide integer. Seed-000 jobs pay one dict lookup per payload name; legacy and skill
-    jobs pay a walk over their payload (docs/PERFORMANCE.md, "Figures behind the code")."""
+    jobs pay a walk over their payload (docs/PERFORMANCE.md, "The builder")."""
     if type(data) is not dict:
         return data
     for name in _PYTHON_SEMANTICS_PAYLOADS:
@@ -78,9 +78,9 @@ def _exact_integers(body: bytes | str, data: Any) -> Any:
 def _load_without_catalogue(body: bytes) -> tuple[Any, list[Tool]] | None:
     """The parsed body without its tool list, when the list is a known catalogue
     spelt as before and is the body's last member: the catalogue's bytes are cut out
-    before parsing, the largest saving of the decode (docs/PERFORMANCE.md). None when the body ends
-    with no known spelling as the job's own `tools`, or is not JSON (the caller parses
-    it whole, for its own error message)."""
+    before parsing, the largest saving of the decode (docs/PERFORMANCE.md, "The
+    builder"). None when the body ends with no known spelling as the job's own `tools`,
+    or is not JSON (the caller parses it whole, for its own error message)."""
     hit = CATALOGUES.locate(body)
     if hit is None:
         return None
@@ -138,7 +138,7 @@ def validate_job(data: Any, tools: list[Tool] | None = None, body: bytes | str =
     job = Job.model_validate(data)
     # What model_copy(update=...) does, in place: the job is new and not yet shared, and
     # copying its other fields would cost more than the catalogue saves on a small job
-    # (docs/PERFORMANCE.md). The very list object is kept: the text memo keys on it.
+    # (docs/PERFORMANCE.md, "The builder"). The very list object is kept: the text memo keys on it.
     job.__dict__["tools"] = tools
     job.__pydantic_fields_set__.add("tools")
     return job

@@ -84,7 +84,8 @@ class Renderer:
             # Not parsed: the limit exists so that huge bodies cost nothing.
             return payload_too_large(size, self.max_message_bytes)
         # orjson + python-mode validation rather than model_validate_json: arbitrary JSON
-        # (tool schemas) passes through instead of being rebuilt (docs/PERFORMANCE.md).
+        # (tool schemas) passes through instead of being rebuilt (docs/PERFORMANCE.md,
+        # "The builder").
         try:
             data, tools = load_body(body)
         except ValueError as exc:

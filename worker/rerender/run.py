@@ -15,13 +15,13 @@ from typing import BinaryIO, TextIO
 import orjson
 
 from worker.rerender.drift import CHANGED, ERROR, DiffWriter
-from worker.rerender.drift_page import write_page
 from worker.rerender.lines import BLOCK_BYTES, LineReader
 from worker.rerender.output import OutputError, OutputFile, ResumePoint, resume_point
-from worker.rerender.page_data import PageError
+from worker.rerender.page.drift_page import write_page
+from worker.rerender.page.page_data import PageError
 from worker.rerender.progress import Progress, make_progress
 from worker.rerender.records import ChunkResult, Tally
-from worker.rerender.report import build_report, print_summary
+from worker.rerender.run_report import build_report, print_summary
 from worker.rerender.sink import Engine, EngineError, Input
 
 DEFAULT_DIFF_LIMIT = 100

@@ -97,7 +97,7 @@ REDECLARE_PAUSE = 30.0
 # RabbitMQ applies acknowledgements to a quorum queue asynchronously: a connection
 # closed right after the last ones can have those messages returned to the queue and
 # delivered again, so a SIGTERM drain answered its last jobs twice now and then
-# (docs/PERFORMANCE.md, "Figures behind the code"). Pausing before the close lets them
+# (docs/PERFORMANCE.md, "The transport's hot path"). Pausing before the close lets them
 # settle. Delivery stays at least once either way; a clean stop just no longer causes
 # duplicates.
 SETTLE_BEFORE_CLOSE = 0.3

@@ -11,7 +11,7 @@ call for the client, a sequence number per input line for rerender).
 
 Publishing and consuming go straight to aiormq's channel under aio-pika's: aio-pika's
 message objects cost a producer CPU per job for nothing it uses (docs/PERFORMANCE.md,
-"Batch re-rendering"). With several addresses (a cluster's nodes, comma-separated) the
+"The transport's hot path"). With several addresses (a cluster's nodes, comma-separated) the
 link connects to the first that answers; a robust link then reconnects round all of
 them (`RotatingConnection`), not only to the node it lost. On a robust connection
 aio-pika restores the channel and re-declares the reply queue after a reconnect; the

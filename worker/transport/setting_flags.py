@@ -24,7 +24,8 @@ DEFAULT_OFFLOAD_BYTES = 256 * 1024
 DEFAULT_SHUTDOWN_TIMEOUT = 25.0
 # The longest a render may take before it is abandoned (the helper process killed) and
 # the job retried, then answered `render_timeout`: a typical job renders in well under
-# a millisecond and one at the size limit in well under this (docs/PERFORMANCE.md).
+# a millisecond and one at the size limit in well under this (docs/PERFORMANCE.md,
+# "Event loop and large jobs").
 DEFAULT_RENDER_TIMEOUT = 5.0
 # Bytes of job bodies handled at once: prefetch x the message limit would otherwise be
 # what one worker may hold, far beyond its memory limit (docs/OPERATIONS.md, "Memory").

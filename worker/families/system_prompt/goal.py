@@ -9,7 +9,7 @@ from schemas.system_prompt import (
 )
 
 # Labels looked up by member rather than computed from `.value`: enum attribute access
-# is slow on Python 3.11 (docs/PERFORMANCE.md, "Figures behind the code").
+# is slow on Python 3.11 (docs/PERFORMANCE.md, "The builder").
 _PRIORITY = {priority: f"Priority: {priority.value.capitalize()}" for priority in GoalPriority}
 _STATUS = {status: f"Status: {status.value.capitalize()}" for status in GoalStatus}
 _ACTION = {action: f"- {action.value.capitalize()}: " for action in ArtifactAction}

@@ -19,11 +19,11 @@ from typing import Any
 
 import orjson
 
-from worker.rerender.changes import Change, change_signature, describe_change, message_changes
 from worker.rerender.drift import CHANGED
 from worker.rerender.lines import canonical_kind, normalise_messages, parse_line
+from worker.rerender.page.changes import Change, change_signature, describe_change, message_changes
 from worker.rerender.records import Tally
-from worker.rerender.report import UNKNOWN_KIND, by_kind, errors_by_code, totals
+from worker.rerender.run_report import UNKNOWN_KIND, by_kind, errors_by_code, totals
 
 # The page's data format; the script in the page reads this version.
 FORMAT = 1

@@ -1,6 +1,6 @@
 """The drift page: one self-contained HTML file (`--html`), built from a run's files.
 
-The page is `page/drift.html` with the style sheet, the script and the data put inside
+The page is `drift.html` with the style sheet, the script and the data put inside
 it, so it opens from disk, from a CI artefact or an e-mail with no network at all. The
 data is JSON in a `<script type="application/json">` element; everything in it that
 came from jobs (ids, prompt text, error messages) is drawn by the script as text nodes,
@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from worker.rerender.page_data import PageError, PageLimits, collect
+from worker.rerender.page.page_data import PageError, PageLimits, collect
 
 _ASSETS = ("drift.html", "drift.css", "drift.js")
 # In drift.html: where the title, the content security policy, the style sheet, the
@@ -36,7 +36,7 @@ _JSON_ESCAPES = {
 
 
 def _asset(name: str) -> str:
-    return (resources.files("worker.rerender") / "page" / name).read_text(encoding="utf-8")
+    return (resources.files("worker.rerender.page") / name).read_text(encoding="utf-8")
 
 
 def script_safe_json(data: Any) -> bytes:

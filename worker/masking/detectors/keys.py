@@ -1,18 +1,32 @@
-"""Credentials written as a key and a value: `password: x`, `DB_PASSWORD=x`,
+"""Finding credentials written as a key and a value: `password: x`, `DB_PASSWORD=x`,
 `"client_secret": "x"`, `--token x`, `?access_token=x`, a Kubernetes env pair
-`name: DB_PASSWORD` / `value: x`.
+`name: DB_PASSWORD` / `value: x`. Shared by the key-value and cloud-key families, and
+by the masker for keys of structured data.
 
 Driven by the positions of a few keywords rather than by one big case-insensitive
 regex (which Python runs slowly, trying every position): the prefilter usually knows
-where each keyword is already, and the anchored regexes then run only there. The key around a keyword decides whether it names
-a credential (`client_secret` does, `secretName` does not).
+where each keyword is already, and the anchored regexes then run only there. The key
+around a keyword decides whether it names a credential (`client_secret` does,
+`secretName` does not).
 """
 
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import cast
 
+from worker.masking.detectors.base import (
+    KEY_TAIL,
+    LOOSE_QUOTE,
+    QUOTE,
+    SPACE,
+    Anchor,
+    Apply,
+    Confirm,
+    Split,
+    edits_result,
+)
 from worker.masking.text import (
     KEY_CHARS,
     MASK_PREFIX,
@@ -327,3 +341,81 @@ STORAGE_KEY = KeyValueRule(
     owns_storage_key,
     "[MASKED_ACCOUNT_KEY]",
 )
+
+
+# -- anchors and detectors of key-value rules ----------------------------------------
+
+_KEY_RUN = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def _key_run_end(text: str, start: int) -> int:
+    """Where the run of key characters starting at `start` ends."""
+    if start >= len(text) or text[start] not in KEY_CHARS:
+        return start  # the usual case (a keyword in prose), without a regex call
+    match = _KEY_RUN.match(text, start)
+    return match.end() if match else start
+
+
+def _flag_confirm(length: int) -> Confirm:
+    """`--[key]*KEYWORD[key]*[ \t]` at an occurrence of a keyword of `length` chars.
+
+    A match holds an occurrence preceded, within the run of key characters that ends
+    there, by `--`, and followed by a run of key characters and a blank. Neighbouring
+    occurrences share their runs, so no character is walked twice: linear in the text.
+    """
+
+    def confirm(text: str, starts: list[int]) -> bool:
+        size = len(text)
+        # A `--` before the previous checked occurrence was not there: look after it.
+        floor = 0
+        after_from = after_to = -1  # the key run from `after_from` on ends at `after_to`
+        for start in starts:
+            end = start + length
+            if not after_from <= end <= after_to:
+                after_to = _key_run_end(text, end)
+            after = after_to
+            after_from = end
+            if after >= size or text[after] not in " \t":
+                continue
+            run = start
+            while run > floor and text[run - 1] in KEY_CHARS:
+                run -= 1
+            if text.find("--", run, start) >= 0:
+                return True
+            floor = start
+        return False
+
+    return confirm
+
+
+@cache  # one Anchor per keyword: detectors sharing it share its prefilter work
+def key_anchor(keyword: str) -> Anchor:
+    """Where `find_values` can match: a key holding `keyword` followed by a
+    separator, a space (`--token x`), or a Kubernetes env pair's `value` key."""
+    k = re.escape(keyword)
+    separator = rf"{k}{KEY_TAIL}{QUOTE}[ \t]*[:=]"
+    flag = rf"--{KEY_TAIL}{k}{KEY_TAIL}[ \t]"
+    env_value = (
+        rf"{k}{KEY_TAIL}{QUOTE}[ \t]*,?(?:[{SPACE}]|\\[nr]){{0,8}}(?:-[ \t]+)?{LOOSE_QUOTE}value"
+    )
+    return Anchor(
+        keyword,
+        pattern=f"{separator}|{flag}|{env_value}",
+        # A flag holds the keyword right after a key character (its own dash at least)
+        # and before key characters and a blank: "missing secrets" is no candidate.
+        split=Split(
+            f"{separator}|{env_value}",
+            _flag_confirm(len(keyword)),
+            candidate=rf"[A-Za-z0-9_.\-]{k}{KEY_TAIL}[ \t]",
+        ),
+    )
+
+
+def keyvalue_detector(*rules: KeyValueRule) -> Apply:
+    def apply(view: TextView) -> tuple[str, int]:
+        edits: list[tuple[int, int, str]] = []
+        for rule in rules:
+            edits.extend(find_values(view, rule))
+        return edits_result(view, edits)
+
+    return apply

@@ -1,17 +1,31 @@
-"""Kubernetes Secret manifests: mask every value under `data` and `stringData`.
+"""Kubernetes and Docker: the values of Secret manifests, kubeconfig's certificate and
+key data, and the `auth` credentials of Docker configs.
 
-Structural, not a regex: the same `data:` map is harmless in a ConfigMap, so a value is
-masked only when the mapping that holds its `data` also says `kind: Secret` — before or
-after it (`kubectl get -o yaml|json` sorts `data` before `kind`). Handles YAML (also
-inside a JSON string, where lines are broken by `\\n`), JSON, JSON escaped inside a JSON
-string (a tool result), lists of manifests, and output cut off in the middle.
+Secret manifests are read structurally, not by a regex: the same `data:` map is
+harmless in a ConfigMap, so a value is masked only when the mapping that holds its
+`data` also says `kind: Secret` — before or after it (`kubectl get -o yaml|json` sorts
+`data` before `kind`). Handles YAML (also inside a JSON string, where lines are broken
+by `\\n`), JSON, JSON escaped inside a JSON string (a tool result), lists of manifests,
+and output cut off in the middle.
 """
 
+import base64
+import binascii
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from worker.masking.text import MASK_PREFIX, drop_overlaps, lines, splice
+from worker.masking.detectors.base import (
+    LOOSE_QUOTE,
+    SECRETS,
+    Anchor,
+    Detector,
+    Split,
+    edits_result,
+    register,
+)
+from worker.masking.text import MASK_PREFIX, TextView, drop_overlaps, lines, splice
 
 REPLACEMENT = "[MASKED_SECRET_VALUE]"
 DATA_KEYS = ("data", "stringData")
@@ -32,7 +46,7 @@ _FLOW_VALUE = re.compile(
 )
 
 
-def mask(text: str) -> tuple[str, int]:
+def mask_secret_manifests(text: str) -> tuple[str, int]:
     """`text` with its Secret values masked, and how many were."""
     edits: list[tuple[int, int, str]] = []
     if _JSON_KIND.search(text):
@@ -45,6 +59,20 @@ def mask(text: str) -> tuple[str, int]:
     # A nested edit (a manifest escaped in a JSON string) may hold several masks.
     count = sum(e[2].count(REPLACEMENT) - text.count(REPLACEMENT, e[0], e[1]) for e in edits)
     return splice(text, edits), count
+
+
+def mask_secret_data(data: dict[Any, Any]) -> tuple[dict[Any, Any], int]:
+    """The `data` or `stringData` object of a Secret in structured data, its string
+    values masked, and how many were (the same object when none was)."""
+    result: dict[Any, Any] = {}
+    masked = 0
+    for key, item in data.items():
+        if isinstance(item, str) and item and not item.startswith(MASK_PREFIX):
+            masked += 1
+            result[key] = REPLACEMENT
+        else:
+            result[key] = item
+    return (result if result != data else data), masked
 
 
 # -- YAML -------------------------------------------------------------------------
@@ -292,7 +320,155 @@ def _mask_escaped(content: str) -> str | None:
         return None
     if not isinstance(decoded, str):
         return None
-    masked, count = mask(decoded)
+    masked, count = mask_secret_manifests(decoded)
     if count == 0:
         return None
     return json.dumps(masked, ensure_ascii=False)[1:-1]
+
+
+def _back_over(text: str, i: int, chars: str) -> int:
+    """Where the run of `chars` that ends at `i` starts."""
+    while i > 0 and text[i - 1] in chars:
+        i -= 1
+    return i
+
+
+def _back_over_quote(text: str, i: int) -> int:
+    return i - 1 if i > 0 and text[i - 1] in "\"'" else i
+
+
+def _secret_kind_confirm(text: str, starts: list[int]) -> bool:
+    """`kind\\*["']?[ \t]*:[ \t]*\\*["']?` right before an occurrence of `Secret`.
+
+    Read backwards, the parts are disjoint character classes in a fixed order, so
+    taking each greedily is exact; no walk passes the previous `Secret`.
+    """
+    for start in starts:
+        i = _back_over(text, _back_over_quote(text, start), "\\")
+        i = _back_over(text, i, " \t")
+        if i == 0 or text[i - 1] != ":":
+            continue
+        i = _back_over(text, i - 1, " \t")
+        i = _back_over(text, _back_over_quote(text, i), "\\")
+        if i >= 4 and text.startswith("kind", i - 4):
+            return True
+    return False
+
+
+# -- kubeconfig -----------------------------------------------------------------------
+
+_KUBECONFIG = re.compile(
+    r"(?P<key>certificate-authority-data|client-certificate-data|client-key-data)"
+    r"\\{0,3}[\"']?[ \t]*[:=][ \t]*\\{0,3}[\"']?(?P<value>[A-Za-z0-9+/]+=*)"
+)
+
+
+def _kubeconfig(view: TextView) -> tuple[str, int]:
+    edits = []
+    for match in _KUBECONFIG.finditer(view.text):
+        key = match.group("key")
+        replacement = "[MASKED_PRIVATE_KEY]" if key == "client-key-data" else "[MASKED_CERTIFICATE]"
+        edits.append((match.start("value"), match.end("value"), replacement))
+    return edits_result(view, edits)
+
+
+# -- Docker config `auth` -------------------------------------------------------------
+
+_DOCKER_AUTH = re.compile(
+    r"auth\\{0,3}[\"'][ \t]*:[ \t]*\\{0,3}[\"'](?P<value>[A-Za-z0-9+/]{6,}={0,2})(?=\\{0,3}[\"'])"
+)
+
+
+def is_basic_credentials(value: str) -> bool:
+    """Docker's `auth` is base64("user:password"); other `auth` values are left alone."""
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return b":" in decoded
+
+
+def _docker_auth(view: TextView) -> tuple[str, int]:
+    text = view.text
+    edits = []
+    for match in _DOCKER_AUTH.finditer(text):
+        if is_basic_credentials(match.group("value")):
+            edits.append((match.start("value"), match.end("value"), "[MASKED_CREDENTIALS]"))
+    if view.find_all("auths"):
+        edits.extend(e for e in _registry_auths(view) if not text.startswith(MASK_PREFIX, e[0]))
+    return edits_result(view, edits)
+
+
+# -- container registry credentials ---------------------------------------------------
+
+# Inside the `auths` object of a Docker config, an `auth` value is a credential whatever
+# it decodes to (a token, not only `user:password`). The object ends where its braces
+# balance (braces in strings are not told apart: registries and credentials hold none,
+# and an object read too far only masks more `auth` values).
+_AUTHS_OBJECT = re.compile(r"auths\\{0,3}[\"'][ \t]*:[ \t]*\{")
+_BRACE = re.compile(r"[{}]")
+_REGISTRY_AUTH = re.compile(
+    r"(?<=[\"'])auth\\{0,3}[\"'][ \t]*:[ \t]*\\{0,3}[\"'](?P<value>[^\"'\\\n]+)"
+)
+
+
+def _object_end(text: str, start: int) -> int:
+    """Where the object whose `{` is at `start` closes (exclusive), or the text's end."""
+    depth = 0
+    for brace in _BRACE.finditer(text, start):
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return brace.end()
+    return len(text)
+
+
+def _registry_auths(view: TextView) -> list[tuple[int, int, str]]:
+    text = view.text
+    edits: list[tuple[int, int, str]] = []
+    read_to = 0
+    for pos in view.find_all("auths"):
+        if pos < read_to:
+            continue  # inside an `auths` object already read
+        match = _AUTHS_OBJECT.match(text, pos)
+        if match is None:
+            continue
+        read_to = _object_end(text, match.end() - 1)
+        for auth in _REGISTRY_AUTH.finditer(text, match.end(), read_to):
+            edits.append((auth.start("value"), auth.end("value"), "[MASKED_CREDENTIALS]"))
+    return edits
+
+
+def _secret_manifest(view: TextView) -> tuple[str, int]:
+    return mask_secret_manifests(view.text)
+
+
+register(
+    Detector(
+        "kubeconfig",
+        SECRETS,
+        "[MASKED_CERTIFICATE]",
+        (Anchor("-data", pattern=rf"-data{LOOSE_QUOTE}[ \t]*[:=]"),),
+        _kubeconfig,
+    ),
+    Detector(
+        "kubernetes_secret",
+        SECRETS,
+        REPLACEMENT,
+        (
+            Anchor(
+                "Secret",
+                caseless=False,
+                pattern=r"kind\\*[\"']?[ \t]*:[ \t]*\\*[\"']?Secret",
+                split=Split(None, _secret_kind_confirm),
+            ),
+        ),
+        _secret_manifest,
+    ),
+    Detector(
+        "docker_auth",
+        SECRETS,
+        "[MASKED_CREDENTIALS]",
+        (Anchor("auth", caseless=False, pattern=r"auth\\{0,3}[\"'][ \t]*:"),),
+        _docker_auth,
+    ),
+)

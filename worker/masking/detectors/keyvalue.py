@@ -1,0 +1,167 @@
+"""Key-value credentials: `password: x`, `DB_PASSWORD=x`, `--token x`, `Cookie: a=b`,
+and the password of a `.netrc` entry.
+
+Where a key's value is, which keys name a credential, and the anchors of a keyword are
+`keys`; this module holds the detectors of the family.
+"""
+
+import re
+
+from worker.masking.detectors import keys
+from worker.masking.detectors.base import (
+    SECRETS,
+    Anchor,
+    Detector,
+    chain,
+    edits_result,
+    regex_detector,
+    register,
+)
+from worker.masking.detectors.keys import key_anchor, keyvalue_detector
+from worker.masking.linear_regex import LinearPattern
+from worker.masking.text import MASK_PREFIX, TextView, is_placeholder_span
+
+_OPENSHIFT_TOKEN = re.compile(r"sha256~[A-Za-z0-9_-]{20,}")
+
+
+# -- cookies --------------------------------------------------------------------------
+
+# After a key ending in `cookie` (`Cookie:`, `Set-Cookie:`, `"cookie": "`, `--cookie '`):
+# a list of `name=value` pairs separated by `;`. Every value is masked (a session is
+# any of them), names stay, and so do the attributes of `Set-Cookie` (`Path=/`).
+_COOKIE_SEPARATOR = re.compile(r"(?:\\{0,3}[\"'])?[ \t]*[:=][ \t]*(?:\\{0,3}[\"'])?")
+_COOKIE_FLAG_GAP = re.compile(r"[ \t]+(?:\\{0,3}[\"'])?")
+# The ends of a cookie's name (an HTTP token) and of its value (RFC 6265 cookie-octets,
+# also stopping at a JSON escape and at a `'`, which ends a quoted shell argument).
+_COOKIE_NAME_STOP = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
+_COOKIE_VALUE_STOP = re.compile(r"[\s\"';,\\]")
+_COOKIE_NEXT = re.compile(r"[ \t]*;[ \t]*")
+_SET_COOKIE_ATTRIBUTES = frozenset(
+    {"path", "domain", "expires", "max-age", "samesite", "priority", "version", "comment"}
+)
+
+
+def _cookie_pairs(view: TextView, pos: int) -> tuple[list[tuple[int, int, int]], int]:
+    """(name start, value start, value end) of each pair of the list at `pos`, and where
+    the list ends."""
+    text = view.text
+    pairs: list[tuple[int, int, int]] = []
+    while True:
+        name_end = view.next_at(_COOKIE_NAME_STOP, pos)
+        if name_end == pos or not text.startswith("=", name_end):
+            return pairs, pos
+        value_end = view.next_at(_COOKIE_VALUE_STOP, name_end + 1)
+        pairs.append((pos, name_end + 1, value_end))
+        gap = _COOKIE_NEXT.match(text, value_end)
+        if gap is None:
+            return pairs, value_end
+        pos = gap.end()
+
+
+def _cookie(view: TextView) -> tuple[str, int]:
+    text = view.text
+    edits: list[tuple[int, int, str]] = []
+    # A key inside a list already read is one of its cookies, not another header.
+    read_to = 0
+    for key_start, key_end, key, norm in keys.keys_around(view, "cookie"):
+        if key_start < read_to or not keys.owns_cookie(key, norm):
+            continue
+        gap = _COOKIE_SEPARATOR.match(text, key_end)
+        if gap is None and key.startswith("--"):
+            gap = _COOKIE_FLAG_GAP.match(text, key_end)
+        if gap is None:
+            continue
+        pairs, read_to = _cookie_pairs(view, gap.end())
+        set_cookie = norm.endswith("setcookie")
+        for index, (name_start, start, end) in enumerate(pairs):
+            if (
+                set_cookie
+                and index
+                and text[name_start : start - 1].lower() in _SET_COOKIE_ATTRIBUTES
+            ):
+                continue
+            if (
+                end > start
+                and not text.startswith(MASK_PREFIX, start)
+                and not is_placeholder_span(view, start, end)
+            ):
+                edits.append((start, end, "[MASKED_COOKIE]"))
+    return edits_result(view, edits)
+
+
+# -- .netrc -----------------------------------------------------------------------------
+
+# `machine HOST login USER [account A] [port P] password SECRET` (or `default login ...`),
+# tokens separated by any whitespace, JSON-escaped line breaks included. The sequence
+# is required, with at least one field before the password, so prose ("the machine
+# learning password is rotated", "default password policy") is no entry.
+_NETRC_SPACE = r"(?:[ \t\r\n]|\\[nrt])"
+_NETRC_GAP = rf"{_NETRC_SPACE}+"
+_NETRC_TOKEN = r"(?:[^ \t\r\n\x00\\]|\\[^nrt\x00])+"
+_NETRC_FIELDS = (
+    rf"(?:{_NETRC_GAP}(?:login|account|port){_NETRC_GAP}{_NETRC_TOKEN}){{1,3}}"
+    rf"{_NETRC_GAP}password{_NETRC_GAP}"
+)
+_NETRC_MACHINE = rf"machine{_NETRC_GAP}{_NETRC_TOKEN}{_NETRC_FIELDS}"
+_NETRC_DEFAULT = rf"default{_NETRC_FIELDS}"
+_NETRC_PASSWORD = LinearPattern(rf"(?:{_NETRC_MACHINE}|{_NETRC_DEFAULT})(?P<value>{_NETRC_TOKEN})")
+
+
+def _netrc(view: TextView) -> tuple[str, int]:
+    edits = [
+        (start, end, "[MASKED_PASSWORD]")
+        for start, end in _NETRC_PASSWORD.spans(view.text, "value")
+        if not is_placeholder_span(view, start, end)
+    ]
+    return edits_result(view, edits)
+
+
+register(
+    Detector(
+        "cookie",
+        SECRETS,
+        "[MASKED_COOKIE]",
+        (key_anchor("cookie"),),
+        _cookie,
+    ),
+    Detector(
+        "token",
+        SECRETS,
+        keys.TOKEN.replacement,
+        (key_anchor("token"), Anchor("sha256~")),
+        chain(regex_detector(_OPENSHIFT_TOKEN, "[MASKED_TOKEN]"), keyvalue_detector(keys.TOKEN)),
+    ),
+    Detector(
+        "api_key",
+        SECRETS,
+        keys.API_KEY.replacement,
+        tuple(key_anchor(k) for k in keys.API_KEY.keywords),
+        keyvalue_detector(keys.API_KEY),
+    ),
+    Detector(
+        "netrc",
+        SECRETS,
+        "[MASKED_PASSWORD]",
+        (
+            # A password between two gaps, which every entry holds. The entry's whole
+            # sequence, or `machine` and a gap, made every job's scan measurably
+            # slower (docs/PERFORMANCE.md, "Masking").
+            Anchor("password", caseless=False, pattern=rf"{_NETRC_SPACE}password{_NETRC_SPACE}"),
+        ),
+        _netrc,
+    ),
+    Detector(
+        "password",
+        SECRETS,
+        keys.PASSWORD.replacement,
+        tuple(key_anchor(k) for k in keys.PASSWORD.keywords),
+        keyvalue_detector(keys.PASSWORD),
+    ),
+    Detector(
+        "secret",
+        SECRETS,
+        keys.SECRET.replacement,
+        (key_anchor("secret"),),
+        keyvalue_detector(keys.SECRET),
+    ),
+)
