@@ -22,6 +22,7 @@ the one pamqp release pyproject.toml pins. This module is imported only when `se
 any error here).
 """
 
+import datetime
 import struct
 from typing import Any, Final
 
@@ -254,9 +255,28 @@ def _samples() -> list[tuple[FrameTypes, int]]:
         reply_to="amq.gen-x",
         message_id="a1",
     )
+    moment = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    # A job dead-lettered and sent back: nested tables and arrays, timestamps.
+    sent_back = _Properties(
+        content_type="application/json",
+        timestamp=moment,
+        headers={
+            "x-death": [
+                {
+                    "count": 1,
+                    "reason": "rejected",
+                    "queue": "prompt.build",
+                    "time": moment,
+                    "exchange": "",
+                    "routing-keys": ["prompt.build"],
+                }
+            ],
+        },
+    )
     return [
         (_Basic.Deliver("ctag", 7, True, "", "prompt.build"), 1),
         (ContentHeader(0, 3, properties), 1),
+        (ContentHeader(0, 3, sent_back), 1),
         (ContentHeader(0, 3, _Properties(content_type="application/json", delivery_mode=2)), 1),
         (ContentBody(b"{}\n"), 1),
         (_Basic.Publish(0, "", "prompt.replies", True, False), 1),
