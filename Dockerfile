@@ -1,23 +1,32 @@
 # The build-prompt worker image: `docker build -t build-prompt-worker .`
 #
-# Two stages: the build stage installs the runtime dependencies, then the worker's wheel
-# (scripts/install-runtime.sh, the same script CI runs), into a virtualenv; the final
-# stage is a clean slim Python with only that virtualenv, no compiler, no pip, no test
-# tools, running as an unprivileged user. Where the public registries are out of reach,
-# scripts/build-image builds it on a Debian-built stand-in base (docs/OPERATIONS.md).
+# Two stages: the build stage installs the runtime dependencies exactly as uv.lock pins
+# them, then the worker's wheel (scripts/install-runtime.sh, the same script CI runs),
+# into a virtualenv; the final stage is a clean slim Python with only that virtualenv, no
+# compiler, no pip, no uv, no test tools, running as an unprivileged user. Where the
+# public registries are out of reach, scripts/build-image builds it on a Debian-built
+# stand-in base (docs/OPERATIONS.md).
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_CACHE_DIR=1
-# The dependencies in a layer of their own, keyed on pyproject.toml alone: a change to
-# the worker's code rebuilds only the small wheel below, not every dependency.
-COPY pyproject.toml ./
-RUN python3 -m venv /opt/prompt-worker \
- && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >/tmp/requirements.txt \
- && /opt/prompt-worker/bin/pip install --quiet --requirement /tmp/requirements.txt
+    PIP_NO_CACHE_DIR=1 \
+    UV=/opt/uv/bin/uv \
+    UV_NO_CACHE=1 \
+    UV_PYTHON_DOWNLOADS=never
+# The dependencies in a layer of their own, keyed on pyproject.toml and uv.lock alone: a
+# change to the worker's code rebuilds only the small wheel below, not every dependency.
+# uv is the version the lock pins, in a venv of its own that the final stage leaves out.
+COPY pyproject.toml uv.lock ./
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+RUN locked_uv=$(grep -A1 '^name = "uv"$' uv.lock | sed -n 's/^version = "\(.*\)"$/\1/p') \
+ && python3 -m venv /opt/uv \
+ && /opt/uv/bin/pip install --quiet "uv==${locked_uv:?}" \
+ && python3 -m venv /opt/prompt-worker \
+ && UV_PROJECT_ENVIRONMENT=/opt/prompt-worker "$UV" sync --quiet --frozen \
+      --no-install-project --no-dev --extra tokenizers
 COPY scripts/install-runtime.sh scripts/install-runtime.sh
 COPY README.md ./
 COPY schemas/ schemas/

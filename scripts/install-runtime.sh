@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Build the worker's wheel and install it, with its runtime dependencies only, into a
-# virtualenv. The Dockerfile's build stage runs exactly this script, and
+# Install the worker's runtime dependencies exactly as uv.lock pins them (never
+# re-resolved), then its wheel, into a virtualenv. The Dockerfile's build stage runs exactly this script, and
 # tests/deploy/test_install_script.py runs it into a temporary venv, so CI exercises the same
 # install steps as the image without needing a Docker engine.
 #
 # Usage: scripts/install-runtime.sh VENV_DIR [SOURCE_DIR]
 #   VENV_DIR    created with $PYTHON (default python3) unless it already holds a venv
 #   SOURCE_DIR  the project root (default: this script's parent directory)
+# uv is $UV when set, else the version uv.lock pins, installed from PyPI for the run.
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
@@ -19,7 +20,7 @@ python=${PYTHON:-python3}
 
 # The files that make up the wheel. Building from a copy keeps setuptools' build/ and
 # *.egg-info out of the work tree (where other builds and tests may run at the same time).
-sources=(pyproject.toml README.md worker schemas)
+sources=(pyproject.toml uv.lock README.md worker schemas)
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -35,13 +36,22 @@ find "$stage" -name __pycache__ -type d -prune -exec rm -rf {} +
 if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 UV_PYTHON_DOWNLOADS=never
 
-# --no-deps: only our wheel is built here; its dependencies come from the index in the
-# install step below, as released wheels, never the test extras.
+uv=${UV:-}
+if [ -z "$uv" ]; then
+    locked_uv=$(grep -A1 '^name = "uv"$' "$stage/uv.lock" | sed -n 's/^version = "\(.*\)"$/\1/p')
+    "$python" -m venv "$stage/uv"
+    "$stage/uv/bin/python" -m pip install --quiet "uv==${locked_uv:?uv is not in uv.lock}"
+    uv=$stage/uv/bin/uv
+fi
+# The runtime dependencies with the `tokenizers` extra (exact budgets, cl100k_base, work
+# in the image too), as the lock pins them; never the test extras.
+UV_PROJECT_ENVIRONMENT=$venv "$uv" sync --quiet --frozen --project "$stage" \
+    --no-install-project --no-dev --extra tokenizers
+# Then only our wheel: its dependencies are the ones just installed.
 "$venv/bin/python" -m pip wheel --quiet --no-deps --wheel-dir "$stage/dist" "$stage"
-# With the `tokenizers` extra: exact budgets (cl100k_base) work in the image too.
 wheel=$(echo "$stage"/dist/build_prompt_worker-*.whl)
-"$venv/bin/python" -m pip install --quiet "${wheel}[tokenizers]"
+"$venv/bin/python" -m pip install --quiet --no-deps "$wheel"
 
 "$venv/bin/prompt-worker" --version

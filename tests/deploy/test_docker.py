@@ -107,6 +107,25 @@ def test_build_stage_runs_the_install_script_on_the_files_it_needs() -> None:
     assert "scripts/install-runtime.sh" in copied
 
 
+def test_build_stage_installs_the_lock_never_a_fresh_resolution() -> None:
+    build = stages()[0]
+    installs = [
+        args
+        for keyword, args in build
+        if keyword == "RUN" and any(word in args for word in ("pip install", " sync "))
+    ]
+    assert installs, build
+    for args in installs:
+        # uv itself, at the version the lock pins; everything else from uv.lock, frozen.
+        assert (" sync " in args and "--frozen" in args) or '"uv==${locked_uv:?}"' in args, args
+    assert "uv.lock" in {
+        source for keyword, args in build if keyword == "COPY" for source in args.split()[:-1]
+    }
+    script = INSTALL_SCRIPT.read_text()
+    assert re.search(r"sync [^\n]*--frozen", script.replace("\\\n", " ")), script
+    assert re.search(r"pip install [^\n]*--no-deps", script)
+
+
 def test_final_stage_has_only_the_venv_and_config() -> None:
     final = final_stage()
     copies = [args for keyword, args in final if keyword == "COPY"]
@@ -259,7 +278,9 @@ def test_dependencies_install_before_the_code_is_copied() -> None:
     build = stages()[0]
     steps = [(keyword, args) for keyword, args in build]
     copy_code = next(i for i, (k, a) in enumerate(steps) if k == "COPY" and a.startswith("worker/"))
-    install_deps = next(i for i, (k, a) in enumerate(steps) if k == "RUN" and "--requirement" in a)
+    install_deps = next(
+        i for i, (k, a) in enumerate(steps) if k == "RUN" and "sync --quiet --frozen" in a
+    )
     assert install_deps < copy_code
-    copied_before = {a.split()[0] for k, a in steps[:install_deps] if k == "COPY"}
-    assert copied_before == {"pyproject.toml"}
+    copied_before = {s for k, a in steps[:install_deps] if k == "COPY" for s in a.split()[:-1]}
+    assert copied_before == {"pyproject.toml", "uv.lock"}

@@ -1,7 +1,7 @@
 """scripts/serve is cheap to run again (issue 16): scripts/ensure-venv installs only when
 something changed, and the local broker is managed only for a URL naming this machine.
 
-The scripts run for real in a copy of the layout they expect, with stand-ins for pip,
+The scripts run for real in a copy of the layout they expect, with stand-ins for pip, uv,
 the broker installer and the worker that record being called.
 """
 
@@ -20,10 +20,15 @@ SCRIPTS = REPO / "scripts"
 RECORDER = """#!/usr/bin/env bash
 echo "{name} $*" >> "$CALLS"
 """
-# Answers the version question ensure-venv asks; records every other call (pip).
+# Answers the version question ensure-venv asks; records every other call (pip). A pip
+# install of uv puts a recording uv beside it, as the real one would install uv there.
 FAKE_PYTHON = """#!/usr/bin/env bash
 if [ "$1" = "-c" ]; then echo "3.11.7 (fake) /fake/python"; exit 0; fi
 echo "python $*" >> "$CALLS"
+case "$*" in
+    *"pip install"*" uv=="*) printf '#!/usr/bin/env bash\\necho "uv $*" >> "$CALLS"\\n' > "$(dirname "$0")/uv"
+        chmod +x "$(dirname "$0")/uv" ;;
+esac
 """
 
 
@@ -100,8 +105,10 @@ def tree(tmp_path: Path) -> Path:
     for name in ("ensure-rabbitmq", "ensure-libhs"):
         write(root / "scripts" / name, RECORDER.format(name=name))
     write(root / ".venv" / "bin" / "python", FAKE_PYTHON)
+    write(root / ".venv" / "bin" / "uv", RECORDER.format(name="uv"))
     write(root / ".venv" / "bin" / "prompt-worker", RECORDER.format(name="prompt-worker"))
     shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
+    shutil.copy(REPO / "uv.lock", root / "uv.lock")
     return root
 
 
@@ -122,24 +129,47 @@ def run(tree: Path, script: str, *argv: str, env: dict[str, str] | None = None) 
     return calls.read_text().splitlines()
 
 
-def pip_installs(calls: list[str]) -> int:
-    return sum("-m pip install" in call and "-e .[test]" in call for call in calls)
+def installs(calls: list[str]) -> int:
+    """The installs of the lock: `uv sync`, frozen (never a fresh resolution)."""
+    syncs = [call for call in calls if call.startswith("uv sync ")]
+    assert all("--frozen" in call and "--extra test" in call for call in syncs), syncs
+    return len(syncs)
 
 
 def test_ensure_venv_installs_once_then_only_after_a_change(tree: Path) -> None:
-    assert pip_installs(run(tree, "ensure-venv")) == 1
+    assert installs(run(tree, "ensure-venv")) == 1
     assert run(tree, "ensure-venv") == []
     with (tree / "pyproject.toml").open("a") as handle:
         handle.write("\n# a new dependency, say\n")
-    assert pip_installs(run(tree, "ensure-venv")) == 1
+    assert installs(run(tree, "ensure-venv")) == 1
     assert run(tree, "ensure-venv") == []
-    assert pip_installs(run(tree, "ensure-venv", "--force")) == 1
+    assert installs(run(tree, "ensure-venv", "--force")) == 1
+
+
+def test_ensure_venv_installs_again_when_the_lock_changes(tree: Path) -> None:
+    run(tree, "ensure-venv")
+    with (tree / "uv.lock").open("a") as handle:
+        handle.write("\n# a moved pin, say\n")
+    assert installs(run(tree, "ensure-venv")) == 1
+    assert run(tree, "ensure-venv") == []
 
 
 def test_ensure_venv_installs_again_when_the_command_is_missing(tree: Path) -> None:
     run(tree, "ensure-venv")
     (tree / ".venv" / "bin" / "prompt-worker").unlink()
-    assert pip_installs(run(tree, "ensure-venv")) == 1
+    assert installs(run(tree, "ensure-venv")) == 1
+
+
+def test_ensure_venv_gets_the_locked_uv_from_pypi_when_it_has_none(tree: Path) -> None:
+    (tree / ".venv" / "bin" / "uv").unlink()
+    calls = run(tree, "ensure-venv")
+    pip = [call for call in calls if "-m pip install" in call]
+    # The version uv.lock pins, read here from the lock's text, not by the script.
+    lock = (tree / "uv.lock").read_text()
+    version = lock.split('\nname = "uv"\nversion = "', 1)[1].split('"', 1)[0]
+    assert len(pip) == 1
+    assert pip[0].endswith(f" uv=={version}")
+    assert installs(calls) == 1
 
 
 def test_serve_manages_the_broker_for_a_local_url_only(tree: Path) -> None:

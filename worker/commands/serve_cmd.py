@@ -70,16 +70,13 @@ async def serve(settings: "Settings", config: "WorkerConfig") -> int:
     from worker.ops.logs import get_logger
     from worker.ops.metrics import Metrics
     from worker.render.renderer import Renderer
-    from worker.transport import frames
+    from worker.transport import codec as amqp_codec
     from worker.transport.consumer import Worker
     from worker.transport.event_loop import running_loop_name
 
     log = get_logger(component="serve")
-    codec = frames.use(settings.amqp_codec)
-    if codec != settings.amqp_codec:
-        # A pamqp release that writes or reads some frame differently: its own codec is
-        # always right, the fast one only quicker.
-        log.warning("amqp_codec_unavailable", wanted=settings.amqp_codec, using=codec)
+    # The fast codec is imported only if chosen; on any error, pamqp's (one log line).
+    codec = amqp_codec.use(settings.amqp_codec)
     metrics = Metrics(__version__)
     renderer = Renderer(config, max_message_bytes=settings.max_message_bytes)
     worker = Worker(settings, renderer, metrics)

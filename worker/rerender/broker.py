@@ -42,7 +42,7 @@ from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES, payload_too_large
 from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.sink import EngineError, Input, Sink
-from worker.transport import frames
+from worker.transport import codec
 from worker.transport.addresses import first_address, redact_addresses
 from worker.transport.broker_failures import connect_failure
 from worker.transport.event_loop import loop_factory, run_on
@@ -156,7 +156,7 @@ class BrokerEngine:
         return "asyncio" if self._loop_factory is None else "uvloop"
 
     def run(self, source: Input, sink: Sink, stop: threading.Event) -> None:
-        self.amqp_codec = frames.use(self.amqp_codec)
+        self.amqp_codec = codec.use(self.amqp_codec)
         run_on(self._loop_factory, self._run(source.reader.blocks(), sink, stop))
         if self._failure is not None:
             raise EngineError(self._failure)

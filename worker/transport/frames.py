@@ -7,14 +7,22 @@ method, header and body frames come in, the reply's publish, header and body fra
 the acknowledgement go out, and the broker's confirm comes back.
 
 `install()` puts `marshal` and `unmarshal` in the place of `pamqp.frame.marshal` and
-`pamqp.frame.unmarshal`, which aiormq looks up on every call. They encode and decode
-those frames directly and hand everything else, and anything unusual about these (a
-named exchange, a property of a type without a fast path, a truncated or malformed frame),
-to pamqp's own functions, so the bytes on the wire and the objects aiormq receives are
-the same as pamqp's, errors included. `install()` checks that on samples first and
-keeps pamqp's codec if any differs (a pamqp release that changed its output).
+`pamqp.frame.unmarshal`, which aiormq looks up on every call: aiormq offers no seam of
+its own for a codec, so this replacement is the one way in. They encode and decode those
+frames directly and hand everything else, and anything unusual about these (a named
+exchange, a property of a type without a fast path, a truncated or malformed frame), to
+pamqp's own functions, so the bytes on the wire and the objects aiormq receives are the
+same as pamqp's, errors included. `install()` checks that on samples first and keeps
+pamqp's codec if any differs.
+
+It stands on pamqp's public API only (its commands, header and body classes, their
+`attributes()`, `amqp_type()` and `flags`, and `pamqp.decode`), and it is proven against
+the one pamqp release pyproject.toml pins. This module is imported only when `serve` or
+`rerender` choose it (worker/transport/codec.py, which falls back to pamqp's codec on
+any error here).
 """
 
+import datetime
 import struct
 from typing import Any, Final
 
@@ -24,8 +32,6 @@ from pamqp import commands
 from pamqp.body import ContentBody
 from pamqp.frame import FrameTypes
 from pamqp.header import ContentHeader
-
-from worker.transport.settings import AmqpCodecName
 
 # pamqp's own functions, kept before `install()` replaces them.
 PAMQP_MARSHAL: Final = pamqp.frame.marshal
@@ -49,8 +55,8 @@ _ACK, _NACK, _REJECT = _Basic.Ack.index, _Basic.Nack.index, _Basic.Reject.index
 _PUBLISH_HEAD = _METHOD_INDEX.pack(_PUBLISH) + b"\x00\x00" + b"\x00"
 # Each property in wire order: its name, its flag bit and its AMQP type.
 _PROPERTIES: Final = tuple(
-    (name, _Properties.flags[name], getattr(_Properties, "_" + name))
-    for name in _Properties.__slots__
+    (name, _Properties.flags[name], _Properties.amqp_type(name))
+    for name in _Properties.attributes()
 )
 # What the first property flag word can hold (bit 0 would announce a second word).
 _KNOWN_FLAGS = sum(flag for _, flag, _ in _PROPERTIES)
@@ -249,9 +255,28 @@ def _samples() -> list[tuple[FrameTypes, int]]:
         reply_to="amq.gen-x",
         message_id="a1",
     )
+    moment = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    # A job dead-lettered and sent back: nested tables and arrays, timestamps.
+    sent_back = _Properties(
+        content_type="application/json",
+        timestamp=moment,
+        headers={
+            "x-death": [
+                {
+                    "count": 1,
+                    "reason": "rejected",
+                    "queue": "prompt.build",
+                    "time": moment,
+                    "exchange": "",
+                    "routing-keys": ["prompt.build"],
+                }
+            ],
+        },
+    )
     return [
         (_Basic.Deliver("ctag", 7, True, "", "prompt.build"), 1),
         (ContentHeader(0, 3, properties), 1),
+        (ContentHeader(0, 3, sent_back), 1),
         (ContentHeader(0, 3, _Properties(content_type="application/json", delivery_mode=2)), 1),
         (ContentBody(b"{}\n"), 1),
         (_Basic.Publish(0, "", "prompt.replies", True, False), 1),
@@ -293,11 +318,3 @@ def uninstall() -> None:
 
 def installed() -> bool:
     return pamqp.frame.marshal is marshal
-
-
-def use(choice: AmqpCodecName) -> AmqpCodecName:
-    """Set up the codec named by `serve`'s setting; the name of the one in use."""
-    if choice == "fast" and install():
-        return "fast"
-    uninstall()
-    return "pamqp"
