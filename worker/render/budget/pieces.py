@@ -7,15 +7,17 @@ texts' counts instead, and stays exact.
 
 Token counts are not additive in general: tiktoken splits a text into chunks by a
 regular expression, then encodes each chunk alone, and a chunk can cross the seam of
-two joined texts ("a" + "b" is one chunk). For cl100k_base's expression they are
-additive at a *line seam*: where the left text ends with "\\n" and the right one starts
-with a character that is not whitespace. No chunk crosses it (the only alternatives that
-take a newline take whitespace or newlines after it, never a visible character), and
-the chunks before it are those of the left text alone (the whitespace run that ends in
-the newline is one chunk either way, `\\s++$` alone or `\\s*[\\r\\n]` before a visible
-character); the expression looks at nothing behind a position, so the chunks after it
-are those of the right text alone. tests/render/budget/test_pieces.py checks this
-against tiktoken over random texts, and that it fails at other seams.
+two joined texts ("a" + "b" is one chunk). For the expressions of cl100k_base and
+o200k_base they are additive at a *line seam*: where the left text ends with "\\n" and
+the right one starts with a character that is neither whitespace nor "/". No chunk
+crosses it (the alternatives that take a newline take whitespace or newlines after it,
+and o200k_base's punctuation run `[\\r\\n/]*` a slash, which is why "/" is excluded),
+and the chunks before it are those of the left text alone (the whitespace run that
+ends in the newline is one chunk either way: `\\s++$` alone or `\\s*[\\r\\n]` before a
+visible character in cl100k_base, `\\s*[\\r\\n]+` in both places in o200k_base); neither
+expression looks behind a position, so the chunks after it are those of the right text
+alone. tests/render/budget/test_pieces.py checks this against tiktoken for both
+encodings over random texts, and that it fails at other seams.
 
 So each text is split at its first and last line seam into head, body and tail; the
 three are counted (their sum is the text's exact count) and the body's count is kept.
@@ -24,8 +26,9 @@ in a prompt, its body's count adds up exactly: the prompt is counted as the bodi
 counts plus the tokenized rest (framing, tails, markers, whatever is not found; heads
 too, unless the prompt starts the text on a line of its own). Several texts shown
 apart but counted as one piece (an exchange) are counted joined, with each text's body
-kept the same way (`count_joined`). A tokenizer whose expression is not known to be additive at line seams (`line_seams`
-false: the estimate, whose ceil() is not, or another tiktoken encoding) counts whole.
+kept the same way (`count_joined`). A tokenizer whose expression is not known to be
+additive at line seams (`line_seams` false: the estimate, whose ceil() is not) counts
+whole.
 """
 
 from collections.abc import Sequence
@@ -55,7 +58,12 @@ class _Body:
 
 def line_seam_at(text: str, index: int) -> bool:
     """Whether `text` may be split before `index` with additive counts."""
-    return 0 < index < len(text) and text[index - 1] == "\n" and not text[index].isspace()
+    return (
+        0 < index < len(text)
+        and text[index - 1] == "\n"
+        and not text[index].isspace()
+        and text[index] != "/"
+    )
 
 
 def body_span(text: str) -> tuple[int, int]:
