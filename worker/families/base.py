@@ -62,12 +62,24 @@ class RenderContext:
 
 Builder = Callable[[Job, RenderContext], BuildResult]
 
+# (message index, characters): where a job's prompt stops being stable as its session
+# grows (CONTRACT.md §11.1); None: nothing of the job grows, the whole prompt is stable.
+StablePoint = tuple[int, int] | None
+# The stable point of `messages`, built from `job` (trimmed or not) by the family.
+StableEnd = Callable[[Job, Messages], StablePoint]
+
+
+def nothing_grows(job: Job, messages: Messages) -> StablePoint:
+    return None
+
 
 @dataclass(frozen=True, slots=True)
 class Family:
     name: str
     template_version: str
     build: Builder
+    # Where a growing session's prompt changes (families/<family>/growth.py).
+    stable_end: StableEnd = nothing_grows
 
 
 def template_version(family: str, texts: Iterable[str]) -> str:

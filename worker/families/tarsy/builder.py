@@ -25,6 +25,7 @@ from worker.families.tarsy.components import (
     format_previous_attempt,
     format_runbook_section,
 )
+from worker.families.tarsy.growth import stable_end
 from worker.families.tarsy.instructions import (
     compose_chat_instructions,
     compose_investigation_instructions,
@@ -311,4 +312,4 @@ def versioned_texts() -> tuple[str, ...]:
     return (*ALL_TEMPLATES, *probe_renderings(build, _PROBE_JOBS, ctx))
 
 
-FAMILY = Family("tarsy", template_version("tarsy", versioned_texts()), build)
+FAMILY = Family("tarsy", template_version("tarsy", versioned_texts()), build, stable_end)

@@ -161,12 +161,15 @@ class PieceCounter:
         """The exact size of `messages` (CONTRACT.md §11: the sum of the contents' counts).
         `groups` are texts counted before that the messages may hold verbatim, each group
         in the order the prompt shows them; a text not found is simply tokenized."""
-        loose: list[str] = []
-        total = 0
+        return sum(self.message_counts(messages, groups))
+
+    def message_counts(self, messages: Messages, groups: Sequence[Sequence[str]] = ()) -> list[int]:
+        """The exact count of each message's content (see `prompt`)."""
+        counts: list[int] = []
         for message in messages:
             content = message["content"]
             if not self._bodies or len(content) < MIN_BODY:
-                total += self.count(content)
+                counts.append(self.count(content))
                 continue
             found: list[tuple[int, int, int]] = []
             for group in groups:
@@ -192,6 +195,8 @@ class PieceCounter:
                     found.append((start, end, tokens))
             found.sort()
             cursor = 0
+            total = 0
+            loose: list[str] = []
             for start, end, tokens in found:
                 if start < cursor:
                     continue  # overlaps a body already used (a text found twice)
@@ -199,6 +204,7 @@ class PieceCounter:
                 total += tokens
                 cursor = end
             loose.append(content[cursor:])
-        # Through count(): what is the same in every candidate (a system message, the
-        # framing before the first body) is tokenized for the first one only.
-        return total + sum(self.count(text) for text in loose)
+            # Through count(): what is the same in every candidate (a system message,
+            # the framing before the first body) is tokenized for the first one only.
+            counts.append(total + sum(self.count(text) for text in loose))
+        return counts
