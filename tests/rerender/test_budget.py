@@ -64,7 +64,7 @@ def test_without_budget_nothing_is_trimmed(tmp_path: Path) -> None:
     ("options", "message"),
     [
         (("--tokenizer", "cl100k_base"), "--tokenizer needs --budget"),
-        (("--budget", "100", "--tokenizer", "o200k_base"), "'o200k_base' is not available"),
+        (("--budget", "100", "--tokenizer", "p50k_base"), "'p50k_base' is not available"),
     ],
 )
 def test_bad_budget_options_exit_2_with_a_reason(
