@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from schemas.job import Job, Tool
+from worker.families.budget import NOTHING, Plan
 from worker.families.mcp_servers import MCPServerRegistry
 
 Messages = list[dict[str, str]]
@@ -73,6 +74,10 @@ def nothing_grows(job: Job, messages: Messages) -> StablePoint:
     return None
 
 
+def nothing_is_cut(job: Job) -> Plan:
+    return NOTHING
+
+
 @dataclass(frozen=True, slots=True)
 class Family:
     name: str
@@ -80,6 +85,8 @@ class Family:
     build: Builder
     # Where a growing session's prompt changes (families/<family>/growth.py).
     stable_end: StableEnd = nothing_grows
+    # What a budget may cut from a job, in which order (families/budget.py).
+    plan_for: Callable[[Job], Plan] = nothing_is_cut
 
 
 def template_version(family: str, texts: Iterable[str]) -> str:

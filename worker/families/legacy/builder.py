@@ -14,6 +14,7 @@ from worker.families.base import (
     template_version,
 )
 from worker.families.instructions import compose_instructions
+from worker.families.legacy.budget_plans import plan_for
 from worker.families.legacy.growth import stable_end
 from worker.families.legacy.probes import PROBE_JOBS
 from worker.families.legacy.prompts import (
@@ -108,4 +109,6 @@ def versioned_texts() -> tuple[str, ...]:
     return (*ALL_TEMPLATES, *probe_renderings(build, PROBE_JOBS, ctx))
 
 
-FAMILY = Family("legacy", template_version("legacy", versioned_texts()), build, stable_end)
+FAMILY = Family(
+    "legacy", template_version("legacy", versioned_texts()), build, stable_end, plan_for
+)

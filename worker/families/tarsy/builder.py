@@ -18,6 +18,7 @@ from worker.families.base import (
     template_version,
 )
 from worker.families.mcp_servers import MCPServerRegistry
+from worker.families.tarsy.budget_plans import plan_for
 from worker.families.tarsy.chat import build_chat_user_message
 from worker.families.tarsy.components import (
     format_alert_section,
@@ -312,4 +313,4 @@ def versioned_texts() -> tuple[str, ...]:
     return (*ALL_TEMPLATES, *probe_renderings(build, _PROBE_JOBS, ctx))
 
 
-FAMILY = Family("tarsy", template_version("tarsy", versioned_texts()), build, stable_end)
+FAMILY = Family("tarsy", template_version("tarsy", versioned_texts()), build, stable_end, plan_for)

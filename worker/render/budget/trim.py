@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.job import Job
+from worker.families.budget import ListSection, Path, Plan
 from worker.render.budget import markers
-from worker.render.budget.edits import Path, get_at, set_at
+from worker.render.budget.edits import get_at, set_at
 from worker.render.budget.meta import Elision, Fitted, OverBudget
 from worker.render.budget.pieces import PieceCounter
-from worker.render.budget.plans import ListSection, Plan
 from worker.render.budget.tokenizers import Tokenizer
 
 Messages = list[dict[str, str]]
