@@ -176,20 +176,24 @@ def grow(builds: Builds, renders: int, limit: int, block_share: int) -> dict[str
     }
 
 
-def message_prefix_share(before: list[dict[str, str]], after: list[dict[str, str]]) -> float:
-    """Mean over `after`'s messages of the share of each that is a common prefix with
-    the same message of `before`."""
+def message_prefix_share(
+    before: list[dict[str, str]], after: list[dict[str, str]], of_before: bool = True
+) -> float:
+    """Mean over the messages of the share of each that `before` and `after` have as a
+    common prefix: of the earlier render's message (what a cache made from it serves
+    again), or of the later one's (`of_before` false; a large new item lowers it)."""
     shares = []
     for index, message in enumerate(after):
         text = message["content"]
-        if not text:
-            continue
         old = before[index]["content"] if index < len(before) else ""
+        whole = len(old) if of_before else len(text)
+        if not whole:
+            continue
         same = next(
             (i for i, (x, y) in enumerate(zip(old, text, strict=False)) if x != y),
             min(len(old), len(text)),
         )
-        shares.append(same / len(text))
+        shares.append(same / whole)
     return statistics.fmean(shares) if shares else 1.0
 
 
@@ -264,6 +268,7 @@ def grow_shapes(builds: Builds, tokenizer: str, share: float) -> dict[str, Any]:
         limit = int(sum(counter.count(m["content"]) for m in full_messages) * share)
         previous: dict[str, Any] | None = None
         prefix_shares: list[float] = []
+        later_shares: list[float] = []
         all_shares: list[float] = []
         claimed_shares: list[float] = []
         real_shares: list[float] = []
@@ -284,6 +289,11 @@ def grow_shapes(builds: Builds, tokenizer: str, share: float) -> dict[str, Any]:
                 else:
                     prefix_shares.append(
                         message_prefix_share(previous["messages"], reply["messages"])
+                    )
+                    later_shares.append(
+                        message_prefix_share(
+                            previous["messages"], reply["messages"], of_before=False
+                        )
                     )
                     cache = previous["cache"]
                     total = sum(len(m["content"]) for m in previous["messages"])
@@ -310,6 +320,11 @@ def grow_shapes(builds: Builds, tokenizer: str, share: float) -> dict[str, Any]:
             if prefix_shares
             else None,
             "min_message_prefix_share": round(min(prefix_shares), 3) if prefix_shares else None,
+            "mean_message_prefix_share_of_the_later_render": round(
+                statistics.fmean(later_shares), 3
+            )
+            if later_shares
+            else None,
             "mean_message_prefix_share_every_render": round(statistics.fmean(all_shares), 3),
             "mean_cacheable_share_reported": round(statistics.fmean(claimed_shares), 3)
             if claimed_shares
