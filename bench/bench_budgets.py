@@ -398,8 +398,8 @@ def interleaved(cases: dict[str, Any], repeat: int) -> dict[str, dict[str, float
             wall[name].append(time.perf_counter() - started)
     return {
         name: {
-            "wall_ms": round(statistics.median(wall[name]) * 1000, 1),
-            "cpu_ms": round(statistics.median(cpu[name]) * 1000, 1),
+            "wall_ms": round(statistics.median(wall[name]) * 1000, 3),
+            "cpu_ms": round(statistics.median(cpu[name]) * 1000, 3),
         }
         for name in cases
     }
@@ -443,7 +443,11 @@ class BpeOpenAI:
 def far_under(repeat: int) -> dict[str, Any]:
     """A typical job without a budget and far under one: render times, side by side, and
     what the cache breakpoints of a budget-less reply cost inside its render."""
+    from worker.render import renderer as renderer_module
     from worker.render.cache import cache_meta
+
+    def no_breakpoints(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        return {}
 
     renderer = Renderer()
     job = base_job()
@@ -462,9 +466,19 @@ def far_under(repeat: int) -> dict[str, Any]:
     def breakpoints() -> None:
         cache_meta(messages, family.stable_end(parsed, messages))
 
+    def render_without_breakpoints() -> None:
+        # The renderer as it was before meta.cache: the same render, its breakpoints
+        # swapped for an empty object (the renderer's own name, restored after).
+        setattr(renderer_module, "cache_meta", no_breakpoints)
+        try:
+            renderer.render(plain)
+        finally:
+            setattr(renderer_module, "cache_meta", cache_meta)
+
     times = interleaved(
         {
             "render_without_budget": lambda: renderer.render(plain),
+            "render_without_budget_nor_breakpoints": render_without_breakpoints,
             "render_with_budget": lambda: renderer.render(budgeted),
             "cache_breakpoints_without_budget": breakpoints,
         },

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from tests.data import CONFORMANCE, read_jsonl
 from worker.render.budget import tokenizers
+from worker.render.cache import cache_meta, estimate_cache_meta
 from worker.render.renderer import Renderer
 
 Messages = list[dict[str, str]]
@@ -276,3 +277,18 @@ def test_a_budgeted_reply_counts_its_breakpoints_by_the_budget_tokenizer(
     assert cache["tokenizer"] == tokenizer
     assert cache["prompt_tokens"] == reply["meta"]["budget"]["prompt_tokens"]
     assert 0 < cache["stable_tokens"] < cache["prompt_tokens"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=50), max_size=7),
+    stable=st.one_of(
+        st.none(),
+        st.tuples(st.integers(min_value=0, max_value=8), st.integers(min_value=0, max_value=60)),
+    ),
+)
+def test_the_estimate_shortcut_is_the_general_computation(
+    sizes: list[int], stable: tuple[int, int] | None
+) -> None:
+    messages = [{"role": "user", "content": "x" * size} for size in sizes]
+    assert estimate_cache_meta(messages, stable) == cache_meta(messages, stable)

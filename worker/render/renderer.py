@@ -21,7 +21,7 @@ from worker.families.base import Builder, Messages, RenderContext, StableEnd
 from worker.families.contributors import Contributors
 from worker.families.system_prompt import builder as system_prompt
 from worker.masking.masker import Masker
-from worker.render.cache import cache_meta
+from worker.render.cache import cache_meta, estimate_cache_meta
 from worker.render.catalogue import CATALOGUES
 from worker.render.config import WorkerConfig
 from worker.render.decode import load_body, validate_job
@@ -147,7 +147,7 @@ class Renderer:
             messages = self.contributors.apply(job, result.messages)
             budget = job.budget or self.default_budget
             if budget is None:
-                cache = cache_meta(messages, spec.stable_end(job, messages))
+                cache = estimate_cache_meta(messages, spec.stable_end(job, messages))
             else:
                 fitted = self._fit(job, budget, spec.build, messages)
                 if isinstance(fitted, RenderOutcome):
