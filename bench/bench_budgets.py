@@ -1,6 +1,6 @@
-"""Context-window budgets (docs/BUDGETS.md): prefix stability, budget use, cost.
+"""Context-window budgets (docs/BUDGETS.md): prefix stability, cache breakpoints, cost.
 
-Four measurements, each in one sitting so that ratios compare like with like:
+Five measurements, each in one sitting so that ratios compare like with like:
 
 1. **Stable prefixes.** A react investigation grows one event at a time, from well under
    its budget to `--renders` renders past it. For each render after the first trimmed
@@ -9,15 +9,22 @@ Four measurements, each in one sitting so that ratios compare like with like:
    (block cuts) next to a naive sliding window that leaves out the oldest events one at
    a time, just enough to fit (the same trimmer with one-item blocks).
 2. **Budget use.** prompt_tokens / max_prompt_tokens of the trimmed renders.
-3. **Far under budget.** A typical react job with a budget far above its size, with
-   cl100k_base: the render time next to the same job without a budget, and how many
-   characters were tokenized (none: its size proves the fit).
-4. **A 1 MB investigation to 100k tokens** with cl100k_base: the render time, how many
-   characters were tokenized against the job's size, the time to tokenize the job's
-   events once (what a count-everything trimmer would pay at the least) and the time to
-   tokenize the reply's prompt once (what any exact count of it costs at the least),
-   and the render counting each candidate prompt whole (as before pieces.py), the
-   cases in turn; wall and CPU (process) time, the latter less moved by other load.
+3. **Far under budget, and no budget.** A typical react job: the render time without a
+   budget and with one far above its size (cl100k_base), side by side, and the cost of
+   the cache breakpoints a budget-less reply carries, timed alone against the render.
+4. **A 1 MB investigation to 100k tokens**, with cl100k_base and with o200k_base: the
+   render time, how many characters were tokenized against the job's size, the time to
+   tokenize the reply's prompt once (what any exact count of it costs at the least), the
+   render counting each candidate prompt whole (as before pieces.py), and for o200k_base
+   the render counting with bpe-openai's Rust BPE instead of tiktoken (the choice of
+   counting library), the cases in turn; wall and CPU (process) time, the latter less
+   moved by other load; and the cacheable share of the reply (meta.cache).
+5. **Growing sessions by shape** (chat without history, chat with history, a chat whose
+   history grows, a stage of many small events, a stage of few huge events), each
+   budgeted at `--share` of its largest render by cl100k_base: the mean share of each
+   message that consecutive renders share as a prefix (over the renders that cut no new
+   block, and over all), and the cacheable share meta.cache reports next to the real
+   shared share (a breakpoint not kept would be counted).
 
     .venv/bin/python bench/bench_budgets.py
     .venv/bin/python bench/bench_budgets.py --json
@@ -101,6 +108,11 @@ def session_events(count: int, seed: int = 7) -> list[dict[str, str]]:
     return events
 
 
+def chat_job() -> dict[str, Any]:
+    job: dict[str, Any] = json.loads((BENCH_JOBS / "typical_chat_job.json").read_text())
+    return job
+
+
 def base_job() -> dict[str, Any]:
     job: dict[str, Any] = json.loads((BENCH_JOBS / "typical_react_job.json").read_text())
     job["stage"].pop("previous_stage_context", None)
@@ -164,6 +176,182 @@ def grow(builds: Builds, renders: int, limit: int, block_share: int) -> dict[str
     }
 
 
+def message_prefix_share(
+    before: list[dict[str, str]], after: list[dict[str, str]], of_before: bool = True
+) -> float:
+    """Mean over the messages of the share of each that `before` and `after` have as a
+    common prefix: of the earlier render's message (what a cache made from it serves
+    again), or of the later one's (`of_before` false; a large new item lowers it)."""
+    shares = []
+    for index, message in enumerate(after):
+        text = message["content"]
+        old = before[index]["content"] if index < len(before) else ""
+        whole = len(old) if of_before else len(text)
+        if not whole:
+            continue
+        same = next(
+            (i for i, (x, y) in enumerate(zip(old, text, strict=False)) if x != y),
+            min(len(old), len(text)),
+        )
+        shares.append(same / whole)
+    return statistics.fmean(shares) if shares else 1.0
+
+
+def shape_jobs(shape: str, count: int) -> dict[str, Any]:
+    """A session of shape `shape` with `count` items of what grows."""
+    rng_events = session_events(count, seed=3)
+    if shape == "chat_without_history":
+        job = chat_job()
+        job["chat"]["investigation_events"] = rng_events
+        job["chat"]["history"] = []
+        return job
+    if shape == "chat_events_with_history":
+        job = chat_job()  # its three history exchanges stay
+        job["chat"]["investigation_events"] = rng_events
+        return job
+    if shape == "chat_growing_history":
+        job = chat_job()
+        job["chat"]["investigation_events"] = session_events(60, seed=3)
+        job["chat"]["history"] = [
+            {
+                "user_question": f"follow-up {n}: what about {WORDS[n % len(WORDS)]}?",
+                "messages": [{"role": "assistant", "content": log_text(random.Random(n), 1500)}],
+            }
+            for n in range(count)
+        ]
+        return job
+    job = base_job()
+    if shape == "stage_many_small_events":
+        rng = random.Random(5)
+        job["stage"]["previous_stage_events"] = [
+            {
+                "event_type": "tool_result",
+                "content": f"[{n}] " + log_text(rng, rng.randint(80, 300)),
+            }
+            for n in range(count)
+        ]
+    elif shape == "stage_few_huge_events":
+        rng = random.Random(9)
+        job["stage"]["previous_stage_events"] = [
+            {
+                "event_type": "tool_result",
+                "content": f"[{n}] " + log_text(rng, rng.randint(15_000, 40_000)),
+            }
+            for n in range(count)
+        ]
+    else:
+        raise ValueError(shape)
+    return job
+
+
+# (shape, first and last size of the session) of the growing sessions measured.
+SHAPES = (
+    ("chat_without_history", 30, 90),
+    ("chat_events_with_history", 30, 90),
+    ("chat_growing_history", 4, 40),
+    ("stage_many_small_events", 100, 400),
+    ("stage_few_huge_events", 3, 24),
+)
+
+
+def grow_shapes(builds: Builds, tokenizer: str, share: float) -> dict[str, Any]:
+    """Each shape grown item by item, every render budgeted at `share` of the full
+    (largest) session by `tokenizer`: the mean common-prefix share of each message
+    between consecutive renders that cut the same blocks, how many renders cut a new
+    block, and the cacheable share meta.cache reports against the real one."""
+    renderer = builds.renderer
+    results: dict[str, Any] = {}
+    counter = tokenizers.get(tokenizer)
+    for shape, first, last in SHAPES:
+        full = shape_jobs(shape, last)
+        full_messages = builds(Job.model_validate(full))
+        limit = int(sum(counter.count(m["content"]) for m in full_messages) * share)
+        previous: dict[str, Any] | None = None
+        prefix_shares: list[float] = []
+        later_shares: list[float] = []
+        all_shares: list[float] = []
+        claimed_shares: list[float] = []
+        real_shares: list[float] = []
+        new_blocks = 0
+        broken = 0
+        for count in range(first, last + 1):
+            job = shape_jobs(shape, count)
+            job["budget"] = {"max_prompt_tokens": limit, "tokenizer": tokenizer}
+            reply = orjson.loads(renderer.render(orjson.dumps(job)).body)
+            assert reply["status"] == "ok", reply
+            cuts = [
+                (e["section"], e["items"], e["chars"]) for e in reply["meta"]["budget"]["elisions"]
+            ]
+            if previous is not None:
+                all_shares.append(message_prefix_share(previous["messages"], reply["messages"]))
+                if cuts != previous["cuts"]:
+                    new_blocks += 1
+                else:
+                    prefix_shares.append(
+                        message_prefix_share(previous["messages"], reply["messages"])
+                    )
+                    later_shares.append(
+                        message_prefix_share(
+                            previous["messages"], reply["messages"], of_before=False
+                        )
+                    )
+                    cache = previous["cache"]
+                    total = sum(len(m["content"]) for m in previous["messages"])
+                    claimed = 0
+                    if cache["breakpoints"]:
+                        point = cache["breakpoints"][-1]
+                        claimed = (
+                            sum(len(m["content"]) for m in previous["messages"][: point["message"]])
+                            + point["chars"]
+                        )
+                    real = shared_chars(previous["messages"], reply["messages"])
+                    broken += claimed > real
+                    claimed_shares.append(claimed / total)
+                    real_shares.append(real / total)
+            previous = {
+                "cuts": cuts,
+                "messages": reply["messages"],
+                "cache": reply["meta"]["cache"],
+            }
+        results[shape] = {
+            "renders": last - first + 1,
+            "renders_cutting_a_new_block": new_blocks,
+            "mean_message_prefix_share": round(statistics.fmean(prefix_shares), 3)
+            if prefix_shares
+            else None,
+            "min_message_prefix_share": round(min(prefix_shares), 3) if prefix_shares else None,
+            "mean_message_prefix_share_of_the_later_render": round(
+                statistics.fmean(later_shares), 3
+            )
+            if later_shares
+            else None,
+            "mean_message_prefix_share_every_render": round(statistics.fmean(all_shares), 3),
+            "mean_cacheable_share_reported": round(statistics.fmean(claimed_shares), 3)
+            if claimed_shares
+            else None,
+            "mean_shared_share_real": round(statistics.fmean(real_shares), 3)
+            if real_shares
+            else None,
+            "breakpoints_not_kept": broken,
+        }
+    return results
+
+
+def shared_chars(a: list[dict[str, str]], b: list[dict[str, str]]) -> int:
+    """Characters of `a`, in message order, up to where `b` first differs from it."""
+    shared = 0
+    for x, y in zip(a, b, strict=False):
+        if x == y:
+            shared += len(x["content"])
+            continue
+        shared += next(
+            (i for i, (p, q) in enumerate(zip(x["content"], y["content"], strict=False)) if p != q),
+            min(len(x["content"]), len(y["content"])),
+        )
+        break
+    return shared
+
+
 class CountingTokenizer:
     """Wraps a tokenizer and counts the characters it is asked to tokenize; with
     `whole`, it claims no line seams, so prompts are counted whole (as the trimmer did
@@ -210,26 +398,57 @@ def interleaved(cases: dict[str, Any], repeat: int) -> dict[str, dict[str, float
             wall[name].append(time.perf_counter() - started)
     return {
         name: {
-            "wall_ms": round(statistics.median(wall[name]) * 1000, 1),
-            "cpu_ms": round(statistics.median(cpu[name]) * 1000, 1),
+            "wall_ms": round(statistics.median(wall[name]) * 1000, 3),
+            "cpu_ms": round(statistics.median(cpu[name]) * 1000, 3),
         }
         for name in cases
     }
 
 
-def with_counting(func: Any, whole: bool = False) -> int:
-    """Characters tokenized by cl100k_base while `func` runs."""
-    real = tokenizers.get("cl100k_base")
+def with_counting(func: Any, whole: bool = False, name: str = "cl100k_base") -> int:
+    """Characters tokenized by the tokenizer `name` while `func` runs."""
+    real = tokenizers.get(name)
     counting = CountingTokenizer(real, whole)
-    tokenizers._loaded["cl100k_base"] = counting
+    tokenizers._loaded[name] = counting
     try:
         func()
     finally:
-        tokenizers._loaded["cl100k_base"] = real
+        tokenizers._loaded[name] = real
     return counting.chars
 
 
+class BpeOpenAI:
+    """o200k_base counted by bpe-openai's Rust BPE, through its public tiktoken-like API:
+    the other candidate of docs/BUDGETS.md, "Sizing a budget per model". Its API refuses a
+    text of 1,000,000 characters or more and one of more than 200,000 tokens."""
+
+    def __init__(self, inner: tokenizers.Tokenizer) -> None:
+        import bpe_openai
+
+        self.encoding = bpe_openai.get_encoding(inner.name)
+        self.inner = inner
+        self.name = inner.name
+        self.line_seams = inner.line_seams
+
+    def count(self, text: str) -> int:
+        return len(self.encoding.encode_ordinary(text))
+
+    def count_many(self, texts: Any) -> list[int]:
+        return [len(self.encoding.encode_ordinary(text)) for text in texts]
+
+    def at_most(self, text: str, tight: bool = False) -> int:
+        return self.inner.at_most(text, tight)
+
+
 def far_under(repeat: int) -> dict[str, Any]:
+    """A typical job without a budget and far under one: render times, side by side, and
+    what the cache breakpoints of a budget-less reply cost inside its render."""
+    from worker.render import renderer as renderer_module
+    from worker.render.cache import cache_meta, estimate_cache_meta
+
+    def no_breakpoints(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        return {}
+
     renderer = Renderer()
     job = base_job()
     plain = orjson.dumps(job)
@@ -240,15 +459,50 @@ def far_under(repeat: int) -> dict[str, Any]:
     )
     renderer.render(budgeted)  # loads the vocabulary
     chars = with_counting(lambda: renderer.render(budgeted))
+    parsed = Job.model_validate(job)
+    family = FAMILIES[parsed.kind]
+    messages = Builds()(parsed)
+
+    def breakpoints() -> None:
+        cache_meta(messages, family.stable_end(parsed, messages))
+
+    names = vars(renderer_module)  # the renderer module's own names
+
+    def render_without_breakpoints() -> None:
+        # The renderer as it was before meta.cache: the same render, its breakpoints
+        # swapped for an empty object (the renderer's own name, restored after).
+        names["estimate_cache_meta"] = no_breakpoints
+        try:
+            renderer.render(plain)
+        finally:
+            names["estimate_cache_meta"] = estimate_cache_meta
+
+    times = interleaved(
+        {
+            # The budgeted render first: the case after it pays for its garbage.
+            "render_with_budget": lambda: renderer.render(budgeted),
+            "render_without_budget": lambda: renderer.render(plain),
+            "render_without_budget_nor_breakpoints": render_without_breakpoints,
+            # The same case again: how much the order of the cases alone moves a time.
+            "render_without_budget_again": lambda: renderer.render(plain),
+            "cache_breakpoints_without_budget": breakpoints,
+        },
+        repeat,
+    )
+    render_us = times["render_without_budget_again"]["cpu_ms"] * 1000
+    breakpoints_us = timed(breakpoints, repeat * 10) * 1_000_000
     return {
         "job_bytes": len(plain),
-        "render_ms_without_budget": round(timed(lambda: renderer.render(plain), repeat) * 1000, 3),
-        "render_ms_with_budget": round(timed(lambda: renderer.render(budgeted), repeat) * 1000, 3),
-        "chars_tokenized": chars,
+        **{f"{name}_{unit}": value for name, v in times.items() for unit, value in v.items()},
+        "cache_breakpoints_us": round(breakpoints_us, 2),
+        "cache_breakpoints_share_of_render": round(breakpoints_us / render_us, 4)
+        if render_us
+        else None,
+        "chars_tokenized_with_budget": chars,
     }
 
 
-def megabyte(repeat: int) -> dict[str, Any]:
+def megabyte(repeat: int, name: str) -> dict[str, Any]:
     renderer = Renderer()
     job = base_job()
     events = []
@@ -259,43 +513,49 @@ def megabyte(repeat: int) -> dict[str, Any]:
         if size >= 1_000_000:
             break
     job["stage"]["previous_stage_events"] = events
-    body = orjson.dumps(
-        {"budget": {"max_prompt_tokens": 100_000, "tokenizer": "cl100k_base"}, **job}
-    )
+    body = orjson.dumps({"budget": {"max_prompt_tokens": 100_000, "tokenizer": name}, **job})
     reply = orjson.loads(renderer.render(body).body)
     budget = reply["meta"]["budget"]
+    cache = reply["meta"]["cache"]
     prompt = "".join(m["content"] for m in reply["messages"])
-    chars = with_counting(lambda: renderer.render(body))
-    chars_whole = with_counting(lambda: renderer.render(body), whole=True)
-    cl100k = tokenizers.get("cl100k_base")
-    counting_whole = CountingTokenizer(cl100k, whole=True)
+    chars = with_counting(lambda: renderer.render(body), name=name)
+    chars_whole = with_counting(lambda: renderer.render(body), whole=True, name=name)
+    exact = tokenizers.get(name)
+    counting_whole = CountingTokenizer(exact, whole=True)
     events_text = "".join(e["content"] for e in events)
 
-    def render_counting_whole() -> None:
-        tokenizers._loaded["cl100k_base"] = counting_whole
-        try:
-            renderer.render(body)
-        finally:
-            tokenizers._loaded["cl100k_base"] = cl100k
+    def render_with(tokenizer: Any) -> Any:
+        def run() -> None:
+            tokenizers._loaded[name] = tokenizer
+            try:
+                renderer.render(body)
+            finally:
+                tokenizers._loaded[name] = exact
 
-    times = interleaved(
-        {
-            "render": lambda: renderer.render(body),
-            "render_counting_prompts_whole": render_counting_whole,
-            "tokenize_reply_prompt_once": lambda: cl100k.count(prompt),
-            "tokenize_job_events_once": lambda: cl100k.count(events_text),
-        },
-        repeat,
-    )
+        return run
+
+    cases: dict[str, Any] = {
+        "render": lambda: renderer.render(body),
+        "render_counting_prompts_whole": render_with(counting_whole),
+        "tokenize_reply_prompt_once": lambda: exact.count(prompt),
+    }
+    if name == "o200k_base":
+        bpe = BpeOpenAI(exact)
+        cases["render_counting_with_bpe_openai"] = render_with(bpe)
+        cases["tokenize_reply_prompt_once_bpe_openai"] = lambda: bpe.count(prompt)
+    else:
+        cases["tokenize_job_events_once"] = lambda: exact.count(events_text)
+    times = interleaved(cases, repeat)
     return {
         "job_bytes": len(body),
         "events": len(events),
         "prompt_tokens": budget["prompt_tokens"],
         "events_left_out": budget["elisions"][0]["items"],
+        "cacheable_share": round(cache["stable_tokens"] / cache["prompt_tokens"], 3),
         "prompt_chars": len(prompt),
         "chars_tokenized": chars,
         "chars_tokenized_counting_prompts_whole": chars_whole,
-        **{f"{name}_{unit}": value for name, v in times.items() for unit, value in v.items()},
+        **{f"{case}_{unit}": value for case, v in times.items() for unit, value in v.items()},
     }
 
 
@@ -304,6 +564,12 @@ def main() -> None:
     parser.add_argument("--renders", type=int, default=80, help="renders past the budget")
     parser.add_argument("--budget", type=int, default=16_000, help="max_prompt_tokens")
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument(
+        "--share",
+        type=float,
+        default=0.45,
+        help="budget of the growing sessions by shape, as a share of the largest session",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -317,7 +583,10 @@ def main() -> None:
             "naive_sliding_window": grow(builds, args.renders, args.budget, 10**9),
         },
         "far_under_budget": far_under(args.repeat * 30),
-        "one_megabyte_to_100k_tokens": megabyte(args.repeat * 3),
+        "one_megabyte_to_100k_tokens": {
+            name: megabyte(args.repeat * 3, name) for name in ("cl100k_base", "o200k_base")
+        },
+        "growing_sessions_by_shape": grow_shapes(builds, "cl100k_base", args.share),
     }
     if args.json:
         print(json.dumps(results, indent=2))

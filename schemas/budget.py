@@ -18,6 +18,6 @@ class Budget(WireModel):
     )
     tokenizer: NonEmptyStr = Field(
         DEFAULT_TOKENIZER,
-        description="'estimate' (ceil(characters / 4)), 'cl100k_base', or another tiktoken "
-        "encoding whose vocabulary is installed with the worker.",
+        description="'estimate' (ceil(characters / 4)), or 'cl100k_base' or 'o200k_base' "
+        "(exact, as tiktoken counts) when their vocabularies are installed with the worker.",
     )

@@ -13,6 +13,8 @@ from schemas.codes import ErrorCode
 
 __all__ = [
     "BudgetMeta",
+    "CacheBreakpoint",
+    "CacheMeta",
     "Elision",
     "ErrorCode",
     "ErrorDetail",
@@ -60,6 +62,30 @@ class BudgetMeta(_ReplyModel):
     elisions: list[Elision] = Field(default_factory=list)
 
 
+class CacheBreakpoint(_ReplyModel):
+    message: int = Field(description="Index of the message the breakpoint is in.")
+    chars: int = Field(
+        description="Characters (Unicode code points) of that message before the breakpoint."
+    )
+    tokens: int = Field(
+        description="Tokens of the prompt before the breakpoint, by `tokenizer`: the counts "
+        "of the messages before it plus that of the message's first `chars` characters."
+    )
+
+
+class CacheMeta(_ReplyModel):
+    breakpoints: list[CacheBreakpoint] = Field(
+        description="At most 4, in prompt order. On a later render of the same session that "
+        "only grew (more history exchanges, investigation events, previous-stage events, "
+        "earlier stages), the prompt is byte for byte the same up to each breakpoint, unless "
+        "that render cuts a block this one did not (its meta.budget.elisions differ). The "
+        "last one ends the longest prefix the worker can promise (CONTRACT.md §11.1)."
+    )
+    tokenizer: str = Field(description="The budget's tokenizer, else 'estimate'.")
+    stable_tokens: int = Field(description="Tokens before the last breakpoint (0 if none).")
+    prompt_tokens: int = Field(description="Tokens of the whole prompt, by the same tokenizer.")
+
+
 class ReplyMeta(_ReplyModel):
     template_version: str = Field(
         description="Stable hash of the template set of the job's family; changes when any "
@@ -75,6 +101,10 @@ class ReplyMeta(_ReplyModel):
     warnings: list[str] = Field(default_factory=list)
     budget: BudgetMeta | None = Field(
         None, description="Present whenever the job has a budget (CONTRACT.md §11)."
+    )
+    cache: CacheMeta = Field(
+        description="Cache breakpoints: how much of the prompt the session's next render "
+        "repeats (CONTRACT.md §11.1)."
     )
 
 

@@ -50,20 +50,21 @@ def test_script_installs_a_working_prompt_worker_into_a_fresh_venv(tmp_path: Pat
     for dev_only in ("pytest", "mypy", "ruff", "hypothesis", "kubernetes-validate"):
         assert f"{dev_only}==" not in installed, dev_only
 
-    # Exact budgets work in the image: the `tokenizers` extra and its vocabulary.
+    # Exact budgets work in the image: the `tokenizers` extra and its vocabularies.
     available = subprocess.run(
         [
             str(venv / "bin" / "python"),
             "-c",
             "from worker.render.budget import tokenizers; "
-            "print(tokenizers.available(), tokenizers.get('cl100k_base').count('hello world'))",
+            "print(tokenizers.available(), tokenizers.get('cl100k_base').count('hello world'),"
+            " tokenizers.get('o200k_base').count('hello world'))",
         ],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     ).stdout
-    assert available.strip() == "['estimate', 'cl100k_base'] 2"
+    assert available.strip() == "['estimate', 'cl100k_base', 'o200k_base'] 2 2"
 
 
 def test_script_refuses_wrong_usage() -> None:

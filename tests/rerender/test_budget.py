@@ -64,7 +64,7 @@ def test_without_budget_nothing_is_trimmed(tmp_path: Path) -> None:
     ("options", "message"),
     [
         (("--tokenizer", "cl100k_base"), "--tokenizer needs --budget"),
-        (("--budget", "100", "--tokenizer", "o200k_base"), "'o200k_base' is not available"),
+        (("--budget", "100", "--tokenizer", "p50k_base"), "'p50k_base' is not available"),
     ],
 )
 def test_bad_budget_options_exit_2_with_a_reason(
@@ -99,3 +99,25 @@ def test_the_broker_engine_applies_it_too(
     assert json.loads(out.read_bytes().splitlines()[0]) == json.loads(
         local.read_bytes().splitlines()[0]
     )
+
+
+def test_the_report_gives_the_cacheable_share_of_the_prompts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, report = tmp_path / "out.jsonl", tmp_path / "report.json"
+    source = budget_input(tmp_path / "in.jsonl")
+    options = ("--budget", "3000", "--tokenizer", "cl100k_base", "--config", CONFIG)
+    assert rerender(source, out, *options, "--report", str(report)) == 0
+    caches = [record["meta"]["cache"] for record in records(out) if record is not None]
+    stable = sum(cache["stable_tokens"] for cache in caches)
+    prompt = sum(cache["prompt_tokens"] for cache in caches)
+    assert 0 < stable < prompt
+    cacheable = json.loads(report.read_text())["totals"]["cacheable"]
+    assert cacheable == {
+        "stable_tokens": stable,
+        "prompt_tokens": prompt,
+        "share": round(stable / prompt, 3),
+    }
+    printed = capsys.readouterr()
+    summary = printed.out + printed.err
+    assert f"cacheable prefix: {stable / prompt:.1%} of {prompt:,} prompt tokens" in summary

@@ -384,3 +384,30 @@ def test_odd_records_give_a_page_or_one_clear_error(tmp_path: Path) -> None:
     output.write_text(json.dumps({"status": "ok", "job_id": "j1", "drift": "changed"}) + "\n")
     with pytest.raises(PageError, match="line 1 is a changed job without messages"):
         collect(source, output)
+
+
+def test_each_change_shows_its_example_jobs_cacheable_prefix_per_message(
+    review_run: ReviewRun,
+) -> None:
+    run, _ = review_run
+    data = page_data(run.html)
+    records = {
+        (number, record.get("job_id")): record
+        for number, line in enumerate(run.output.read_text(encoding="utf-8").splitlines(), 1)
+        if line
+        for record in [json.loads(line)]
+    }
+    assert data["changes"]
+    for change in data["changes"]:
+        record = records[tuple(change["example_job"])]
+        last = record["meta"]["cache"]["breakpoints"][-1]
+        expected = []
+        for index, message in enumerate(record["messages"]):
+            size = len(message["content"])
+            whole = index < last["message"]
+            cacheable = size if whole else last["chars"] if index == last["message"] else 0
+            expected.append({"role": message["role"], "chars": size, "cacheable": cacheable})
+        assert change["cacheable"] == expected
+    cacheable = data["totals"]["cacheable"]
+    assert cacheable == run.report["totals"]["cacheable"]
+    assert 0 < cacheable["stable_tokens"] < cacheable["prompt_tokens"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from schemas.job import Job, Tool
+from worker.families.budget import NOTHING, Plan
 from worker.families.mcp_servers import MCPServerRegistry
 
 Messages = list[dict[str, str]]
@@ -62,6 +63,20 @@ class RenderContext:
 
 Builder = Callable[[Job, RenderContext], BuildResult]
 
+# (message index, characters): where a job's prompt stops being stable as its session
+# grows (CONTRACT.md §11.1); None: nothing of the job grows, the whole prompt is stable.
+StablePoint = tuple[int, int] | None
+# The stable point of `messages`, built from `job` (trimmed or not) by the family.
+StableEnd = Callable[[Job, Messages], StablePoint]
+
+
+def nothing_grows(job: Job, messages: Messages) -> StablePoint:
+    return None
+
+
+def nothing_is_cut(job: Job) -> Plan:
+    return NOTHING
+
 
 class ConfigSections(Protocol):
     """The worker's configuration as the families' start-up reads it: each family gets
@@ -81,6 +96,10 @@ class Family:
     # configuration; `build` finds it in `RenderContext.family_state[name]`. None: the
     # family needs none.
     prepare: Callable[[object], object] | None = None
+    # Where a growing session's prompt changes (families/<family>/growth.py).
+    stable_end: StableEnd = nothing_grows
+    # What a budget may cut from a job, in which order (families/budget.py).
+    plan_for: Callable[[Job], Plan] = nothing_is_cut
 
 
 def template_version(family: str, texts: Iterable[str]) -> str:

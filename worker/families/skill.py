@@ -16,6 +16,7 @@ from worker.families.base import (
     probe_renderings,
     template_version,
 )
+from worker.families.budget import NOTHING, Plan
 
 # Verbatim; it starts and ends with a newline, as the seed's triple-quoted string does.
 AUTONOMOUS_SKILL_SYSTEM_PROMPT = """
@@ -188,4 +189,13 @@ def versioned_texts() -> tuple[str, ...]:
     return (*TEMPLATES, *probe_renderings(build, _PROBE_JOBS, RenderContext()))
 
 
-FAMILY = Family("skill", template_version("skill", versioned_texts()), build)
+# A budget may shorten the middle of a failed tool's error; nothing else of a skill job
+# is ever cut (CONTRACT.md §11).
+_ERROR_PLAN = Plan(texts=(("skill_error_observation.error", ("skill_error_observation", "error")),))
+
+
+def plan_for(job: Job) -> Plan:
+    return _ERROR_PLAN if job.kind is Kind.SKILL_ERROR_OBSERVATION else NOTHING
+
+
+FAMILY = Family("skill", template_version("skill", versioned_texts()), build, plan_for=plan_for)

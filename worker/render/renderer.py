@@ -17,9 +17,10 @@ from schemas.codes import ErrorCode
 from schemas.job import Job, kind_rule_violations
 from worker import __version__
 from worker.families import FAMILIES, prepare_states
-from worker.families.base import Builder, Messages, RenderContext
+from worker.families.base import Builder, Messages, RenderContext, StableEnd
 from worker.families.contributors import Contributors
 from worker.masking.masker import Masker
+from worker.render.cache import cache_meta, estimate_cache_meta
 from worker.render.catalogue import CATALOGUES
 from worker.render.config import WorkerConfig
 from worker.render.decode import load_body, validate_job
@@ -143,13 +144,16 @@ class Renderer:
             result = spec.build(job, self.context)
             messages = self.contributors.apply(job, result.messages)
             budget = job.budget or self.default_budget
-            if budget is not None:
+            if budget is None:
+                cache = estimate_cache_meta(messages, spec.stable_end(job, messages))
+            else:
                 fitted = self._fit(job, budget, spec.build, messages)
                 if isinstance(fitted, RenderOutcome):
                     return fitted
                 messages = fitted.messages
                 budget_meta = fitted.meta(budget.max_prompt_tokens, budget.tokenizer)
                 tokens_left_out = fitted.tokens_left_out
+                cache = self._budgeted_cache(job, budget, spec.stable_end, fitted)
         except RecursionError:
             return too_deep(job.job_id, job.kind.value)
         except Exception as exc:
@@ -175,6 +179,7 @@ class Renderer:
             meta.update(result.meta)
         if budget_meta is not None:
             meta["budget"] = budget_meta
+        meta["cache"] = cache
         reply = {
             "job_id": job.job_id,
             "status": "ok",
@@ -193,6 +198,22 @@ class Renderer:
             messages=messages,
             trimmed=bool(budget_meta and budget_meta["trimmed"]),
             tokens_left_out=tokens_left_out,
+        )
+
+    @staticmethod
+    def _budgeted_cache(
+        job: Job, budget: Budget, stable_end: StableEnd, fitted: "Fitted"
+    ) -> dict[str, Any]:
+        """`meta.cache` of a budgeted reply: by the budget's tokenizer, at the stable
+        point of the job its messages were built from (trimmed or not)."""
+        from worker.render.budget import tokenizers
+
+        built = fitted.job if fitted.job is not None else job
+        return cache_meta(
+            fitted.messages,
+            stable_end(built, fitted.messages),
+            tokenizers.get(budget.tokenizer),
+            fitted.message_tokens,
         )
 
     def _fit(

@@ -52,6 +52,10 @@ class Tally:
     # Sum of meta.render_ms over the replies of this run (records do not keep it).
     render_ms: float = 0.0
     timed: int = 0
+    # Sums of meta.cache's stable_tokens and prompt_tokens over the ok replies: the
+    # cacheable share of the prompts (CONTRACT.md §11.1).
+    stable_tokens: int = 0
+    prompt_tokens: int = 0
 
     def add(self, record: dict[str, Any], line: int = 0, render_ms: Any = None) -> None:
         """Count one record (a reply dict with this module's additions)."""
@@ -59,9 +63,10 @@ class Tally:
         error = record.get("error")
         code = error.get("code") if status == "error" and isinstance(error, dict) else None
         meta = record.get("meta")
-        family = version = None
+        family = version = cache = None
         if status == "ok" and isinstance(meta, dict):
             family, version = meta.get("family"), meta.get("template_version")
+            cache = meta.get("cache")
         bad_reason = None
         if record.get("bad_line"):
             message = error.get("message") if isinstance(error, dict) else None
@@ -77,6 +82,7 @@ class Tally:
             line=line,
             bad_reason=bad_reason,
             render_ms=render_ms,
+            cache=cache,
         )
 
     def count(
@@ -91,6 +97,7 @@ class Tally:
         line: int = 0,
         bad_reason: str | None = None,
         render_ms: Any = None,
+        cache: Any = None,
     ) -> None:
         # Bounded keys whatever a reply says: unknown error codes are counted together.
         code = (code if code in _CODES else "other") if status == "error" else ""
@@ -104,6 +111,11 @@ class Tally:
         if isinstance(render_ms, int | float):
             self.render_ms += render_ms
             self.timed += 1
+        if isinstance(cache, dict):
+            stable, prompt = cache.get("stable_tokens"), cache.get("prompt_tokens")
+            if isinstance(stable, int) and isinstance(prompt, int):
+                self.stable_tokens += stable
+                self.prompt_tokens += prompt
 
     def merge(self, other: "Tally", first_line: int = 0) -> None:
         """Add `other`, whose sample line numbers count from `first_line`."""
@@ -116,6 +128,8 @@ class Tally:
             self.bad_samples += [(first_line + n, why) for n, why in other.bad_samples[:room]]
         self.render_ms += other.render_ms
         self.timed += other.timed
+        self.stable_tokens += other.stable_tokens
+        self.prompt_tokens += other.prompt_tokens
 
     @property
     def records(self) -> int:
@@ -226,6 +240,7 @@ class ChunkBuilder:
             family=meta.get("family"),
             version=meta.get("template_version"),
             render_ms=render_ms,
+            cache=meta.get("cache"),
         )
         self.lines += 1
 

@@ -41,6 +41,16 @@ def totals(tally: Tally) -> dict[str, Any]:
         "blank_lines": tally.blank_lines,
         "with_prior_messages": sum(drift.values()),
         "drift": drift,
+        # The share of the ok replies' prompt tokens before their last cache breakpoint
+        # (meta.cache): what a provider's prompt cache can reuse on each session's next
+        # render. By each reply's own tokenizer: the budget's, else the estimate.
+        "cacheable": {
+            "stable_tokens": tally.stable_tokens,
+            "prompt_tokens": tally.prompt_tokens,
+            "share": round(tally.stable_tokens / tally.prompt_tokens, 3)
+            if tally.prompt_tokens
+            else None,
+        },
     }
 
 
@@ -120,6 +130,12 @@ def print_summary(report: dict[str, Any], stream: TextIO) -> None:
                     f"    {kind}: same {row['drift_same']:,}, changed {row['drift_changed']:,},"
                     f" error {row['drift_error']:,}"
                 )
+    cacheable = counts["cacheable"]
+    if cacheable["share"] is not None:
+        lines.append(
+            f"  cacheable prefix: {cacheable['share']:.1%} of {cacheable['prompt_tokens']:,}"
+            " prompt tokens (meta.cache)"
+        )
     for item in report["template_versions"]:
         lines.append(f"  template {item['template_version']}: {item['records']:,} records")
     diffs = report["diffs"]

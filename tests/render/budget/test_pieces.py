@@ -1,7 +1,9 @@
-"""Counting prompts from pieces (worker/render/budget/pieces.py): exact, by cl100k_base.
+"""Counting prompts from pieces (worker/render/budget/pieces.py): exact, by cl100k_base
+and o200k_base.
 
-The speed of a trimmed render rests on one property of cl100k_base, that counts add up
-across a line seam (a text ending in "\\n", then one starting with a visible character).
+The speed of a trimmed render rests on one property of both encodings, that counts add
+up across a line seam (a text ending in "\\n", then one starting with a visible
+character other than "/").
 These tests check that property against tiktoken itself over random texts, that it is
 not a property of every seam (so the check has teeth), and that a prompt counted from
 pieces, or a budgeted reply, is exactly what tiktoken counts from scratch.
@@ -12,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from schemas.budget import Budget
@@ -23,6 +25,9 @@ from worker.render.budget.pieces import PieceCounter, body_span, line_seam_at
 from worker.render.renderer import Renderer
 
 CL100K = tokenizers.get("cl100k_base")
+O200K = tokenizers.get("o200k_base")
+EXACT = (CL100K, O200K)
+exact_tokenizer = st.sampled_from(EXACT)
 
 # Characters that change how cl100k_base splits a text: newlines and other whitespace
 # (Unicode ones too), letters, digits, punctuation, an apostrophe for the contractions,
@@ -33,26 +38,32 @@ TRICKY = [
     "/", "-", "#", "{", "}", "x y", "\n\n",
 ]  # fmt: skip
 tricky_text = st.lists(st.sampled_from(TRICKY), max_size=12).map("".join)
-visible = st.sampled_from([c for c in TRICKY if not c[0].isspace()]).map(lambda c: c[0])
+visible = st.sampled_from([c[0] for c in TRICKY if not c[0].isspace() and c[0] != "/"])
 
 
-def exact(text: str) -> int:
-    return len(CL100K._encoding.encode_ordinary(text))  # type: ignore[attr-defined]
+def exact(text: str, tokenizer: tokenizers.Tokenizer = CL100K) -> int:
+    assert isinstance(tokenizer, tokenizers.TiktokenTokenizer)
+    return len(tokenizer.encoding.encode_ordinary(text))
 
 
-def test_cl100k_base_is_known_to_add_up_at_line_seams_and_the_estimate_is_not() -> None:
-    assert CL100K.line_seams
+def test_exact_encodings_add_up_at_line_seams_and_the_estimate_does_not() -> None:
+    assert CL100K.line_seams and O200K.line_seams
     assert not tokenizers.get("estimate").line_seams
+
+
+def test_a_slash_after_a_newline_is_no_line_seam() -> None:
+    # o200k_base's ` ?[^\s\p{L}\p{N}]+[\r\n/]*` takes a newline's following "/" into
+    # the chunk before it.
+    assert not line_seam_at(".\n/", 2)
+    assert exact(".\n/", O200K) != exact(".\n", O200K) + exact("/", O200K)
 
 
 def test_another_splitting_expression_is_counted_whole() -> None:
     class Other:
-        _pat_str = r"\s+|\S+"
-
         def encode_ordinary(self, text: str) -> list[int]:
             return [0] * len(text.split())
 
-    other = tokenizers.TiktokenTokenizer("other", Other())
+    other = tokenizers.TiktokenTokenizer("other", Other(), line_seams=False)
     assert not other.line_seams
     counter = PieceCounter(other)
     text = "one two\nthree four\nfive six\n" * 20
@@ -61,12 +72,14 @@ def test_another_splitting_expression_is_counted_whole() -> None:
 
 
 @settings(max_examples=1500, deadline=None)
-@given(left=tricky_text, first=visible, right=tricky_text)
-def test_counts_add_up_at_a_line_seam(left: str, first: str, right: str) -> None:
+@given(left=tricky_text, first=visible, right=tricky_text, tokenizer=exact_tokenizer)
+def test_counts_add_up_at_a_line_seam(
+    left: str, first: str, right: str, tokenizer: tokenizers.Tokenizer
+) -> None:
     left += "\n"
     right = first + right
     assert line_seam_at(left + right, len(left))
-    assert exact(left + right) == exact(left) + exact(right)
+    assert exact(left + right, tokenizer) == exact(left, tokenizer) + exact(right, tokenizer)
 
 
 def test_counts_do_not_add_up_at_every_seam() -> None:
@@ -78,16 +91,17 @@ def test_counts_do_not_add_up_at_every_seam() -> None:
 
 
 @settings(max_examples=500, deadline=None)
-@given(parts=st.lists(tricky_text, max_size=40))
-def test_a_text_counts_as_its_head_body_and_tail(parts: list[str]) -> None:
+@given(parts=st.lists(tricky_text, max_size=40), tokenizer=exact_tokenizer)
+def test_a_text_counts_as_its_head_body_and_tail(
+    parts: list[str], tokenizer: tokenizers.Tokenizer
+) -> None:
     text = "\n".join(parts) * 8
     start, end = body_span(text)
-    if start == end:
-        return
+    assume(start != end)
     assert line_seam_at(text, start) and line_seam_at(text, end)
     pieces = [text[:start], text[start:end], text[end:]]
-    assert exact(text) == sum(exact(piece) for piece in pieces)
-    assert PieceCounter(CL100K).count(text) == exact(text)
+    assert exact(text, tokenizer) == sum(exact(piece, tokenizer) for piece in pieces)
+    assert PieceCounter(tokenizer).count(text) == exact(text, tokenizer)
 
 
 texts = st.lists(tricky_text, min_size=1, max_size=25).map(lambda ls: "\n".join(ls) * 4)
@@ -99,19 +113,24 @@ texts = st.lists(tricky_text, min_size=1, max_size=25).map(lambda ls: "\n".join(
     framing=st.lists(tricky_text, min_size=9, max_size=9),
     counted=st.lists(st.booleans(), min_size=8, max_size=8),
     order=st.permutations(range(8)),
+    tokenizer=exact_tokenizer,
 )
 def test_a_prompt_counted_from_pieces_is_its_exact_count(
-    pieces: list[str], framing: list[str], counted: list[bool], order: list[int]
+    pieces: list[str],
+    framing: list[str],
+    counted: list[bool],
+    order: list[int],
+    tokenizer: tokenizers.Tokenizer,
 ) -> None:
     # A prompt of texts in framing; some texts counted before, looked for in any order.
     content = framing[0] + "".join(p + f for p, f in zip(pieces, framing[1:], strict=False))
-    counter = PieceCounter(CL100K)
+    counter = PieceCounter(tokenizer)
     for piece, was_counted in zip(pieces, counted, strict=False):
         if was_counted:
             counter.count(piece)
     group = [pieces[i] for i in order if i < len(pieces)]
     messages = [{"role": "system", "content": framing[-1]}, {"role": "user", "content": content}]
-    expected = sum(exact(m["content"]) for m in messages)
+    expected = sum(exact(m["content"], tokenizer) for m in messages)
     assert counter.prompt(messages, [group, pieces]) == expected
     assert counter.prompt(messages) == expected
 
@@ -121,20 +140,21 @@ def test_a_prompt_counted_from_pieces_is_its_exact_count(
     parts=st.lists(texts, min_size=1, max_size=5),
     framing=st.lists(tricky_text, min_size=6, max_size=6),
     first=st.booleans(),
+    tokenizer=exact_tokenizer,
 )
 def test_parts_joined_count_as_their_join_and_their_bodies_hold_apart(
-    parts: list[str], framing: list[str], first: bool
+    parts: list[str], framing: list[str], first: bool, tokenizer: tokenizers.Tokenizer
 ) -> None:
     # An exchange: counted joined (its question and answers as one piece), shown apart.
-    counter = PieceCounter(CL100K)
+    counter = PieceCounter(tokenizer)
     if first:
         counter.count(parts[0])
-    assert counter.count_joined(parts) == exact("".join(parts))
-    assert counter.count_joined(parts) == exact("".join(parts))
+    assert counter.count_joined(parts) == exact("".join(parts), tokenizer)
+    assert counter.count_joined(parts) == exact("".join(parts), tokenizer)
     apart = framing[0] + "".join(p + f for p, f in zip(parts, framing[1:], strict=False))
     messages = [{"role": "user", "content": apart}]
-    assert counter.prompt(messages, [parts]) == exact(apart)
-    assert [counter.count(p) for p in parts] == [exact(p) for p in parts]
+    assert counter.prompt(messages, [parts]) == exact(apart, tokenizer)
+    assert [counter.count(p) for p in parts] == [exact(p, tokenizer) for p in parts]
 
 
 def test_a_part_that_recurs_in_a_join_keeps_each_body_its_own_count() -> None:
@@ -153,28 +173,32 @@ def test_a_part_that_recurs_in_a_join_keeps_each_body_its_own_count() -> None:
 
 
 class _WholeCounts:
-    """cl100k_base counting every prompt whole: the trimmer as it was before pieces."""
+    """An exact tokenizer counting every prompt whole: the trimmer as it was before
+    pieces."""
 
-    name = "cl100k_base"
     line_seams = False
 
+    def __init__(self, inner: tokenizers.Tokenizer) -> None:
+        self.inner = inner
+        self.name = inner.name
+
     def count(self, text: str) -> int:
-        return CL100K.count(text)
+        return self.inner.count(text)
 
     def count_many(self, texts: Any) -> list[int]:
-        return CL100K.count_many(texts)
+        return self.inner.count_many(texts)
 
     def at_most(self, text: str, tight: bool = False) -> int:
-        return CL100K.at_most(text, tight)
+        return self.inner.at_most(text, tight)
 
 
 @contextmanager
-def _counting_whole() -> Iterator[None]:
-    tokenizers._loaded["cl100k_base"] = _WholeCounts()
+def _counting_whole(tokenizer: tokenizers.Tokenizer) -> Iterator[None]:
+    tokenizers._loaded[tokenizer.name] = _WholeCounts(tokenizer)
     try:
         yield
     finally:
-        tokenizers._loaded["cl100k_base"] = CL100K
+        tokenizers._loaded[tokenizer.name] = tokenizer
 
 
 log_line = st.lists(
@@ -201,9 +225,14 @@ events = st.lists(
     chat=st.booleans(),
     alert=log_text,
     percent=st.integers(min_value=1, max_value=100),
+    tokenizer=exact_tokenizer,
 )
 def test_a_trimmed_prompt_is_exactly_counted_and_the_same_as_counted_whole(
-    stage_events: list[dict[str, str]], chat: bool, alert: str, percent: int
+    stage_events: list[dict[str, str]],
+    chat: bool,
+    alert: str,
+    percent: int,
+    tokenizer: tokenizers.Tokenizer,
 ) -> None:
     renderer = Renderer()
     body: dict[str, Any] = {
@@ -232,16 +261,16 @@ def test_a_trimmed_prompt_is_exactly_counted_and_the_same_as_counted_whole(
         return renderer.contributors.apply(trimmed, result.messages)
 
     messages = build(job)
-    full = sum(exact(m["content"]) for m in messages)
-    budget = Budget(max_prompt_tokens=max(1, full * percent // 100), tokenizer="cl100k_base")
+    full = sum(exact(m["content"], tokenizer) for m in messages)
+    budget = Budget(max_prompt_tokens=max(1, full * percent // 100), tokenizer=tokenizer.name)
     fitted = fit_to_budget(job, budget, messages, build)
-    with _counting_whole():
+    with _counting_whole(tokenizer):
         reference = fit_to_budget(job, budget, messages, build)
     if isinstance(fitted, OverBudget):
         assert reference == fitted
         return
     assert isinstance(fitted, Fitted) and isinstance(reference, Fitted)
-    size = sum(exact(m["content"]) for m in fitted.messages)
+    size = sum(exact(m["content"], tokenizer) for m in fitted.messages)
     assert size <= budget.max_prompt_tokens
     if fitted.counted:
         assert fitted.prompt_tokens == size

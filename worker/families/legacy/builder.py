@@ -14,6 +14,8 @@ from worker.families.base import (
     template_version,
 )
 from worker.families.instructions import compose_instructions
+from worker.families.legacy.budget_plans import plan_for
+from worker.families.legacy.growth import stable_end
 from worker.families.legacy.probes import PROBE_JOBS
 from worker.families.legacy.prompts import (
     build_final_analysis_prompt,
@@ -107,4 +109,10 @@ def versioned_texts() -> tuple[str, ...]:
     return (*ALL_TEMPLATES, *probe_renderings(build, PROBE_JOBS, ctx))
 
 
-FAMILY = Family("legacy", template_version("legacy", versioned_texts()), build)
+FAMILY = Family(
+    "legacy",
+    template_version("legacy", versioned_texts()),
+    build,
+    stable_end=stable_end,
+    plan_for=plan_for,
+)

@@ -162,4 +162,4 @@ def prepare_section(section: object) -> SystemPromptState:
     return prepare(section)
 
 
-FAMILY = Family(NAME, template_version(NAME, versioned_texts()), build, prepare_section)
+FAMILY = Family(NAME, template_version(NAME, versioned_texts()), build, prepare=prepare_section)

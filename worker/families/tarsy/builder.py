@@ -18,6 +18,7 @@ from worker.families.base import (
     template_version,
 )
 from worker.families.mcp_servers import MCPServerRegistry
+from worker.families.tarsy.budget_plans import plan_for
 from worker.families.tarsy.chat import build_chat_user_message
 from worker.families.tarsy.components import (
     format_alert_section,
@@ -25,6 +26,7 @@ from worker.families.tarsy.components import (
     format_previous_attempt,
     format_runbook_section,
 )
+from worker.families.tarsy.growth import stable_end
 from worker.families.tarsy.instructions import (
     compose_chat_instructions,
     compose_investigation_instructions,
@@ -311,4 +313,10 @@ def versioned_texts() -> tuple[str, ...]:
     return (*ALL_TEMPLATES, *probe_renderings(build, _PROBE_JOBS, ctx))
 
 
-FAMILY = Family("tarsy", template_version("tarsy", versioned_texts()), build)
+FAMILY = Family(
+    "tarsy",
+    template_version("tarsy", versioned_texts()),
+    build,
+    stable_end=stable_end,
+    plan_for=plan_for,
+)

@@ -1,16 +1,16 @@
 """Context-window budgets (CONTRACT.md §11, docs/BUDGETS.md).
 
 `fit_to_budget` is the renderer's one entry: the job's messages, untouched when they fit,
-else the job re-built with its least important material left out (plans.py says what,
-trim.py how), or `OverBudget`. Imported only for jobs that carry a budget.
+else the job re-built with its least important material left out (the family's plan says
+what, families/budget.py; trim.py how), or `OverBudget`. Imported only for jobs that carry a budget.
 """
 
 from collections.abc import Callable
 
 from schemas.budget import DEFAULT_TOKENIZER, Budget
 from schemas.job import Job
+from worker.families import FAMILIES
 from worker.render.budget.meta import Elision, Fitted, OverBudget
-from worker.render.budget.plans import plan_for
 from worker.render.budget.tokenizers import UnavailableTokenizer, get
 from worker.render.budget.trim import BLOCK_SHARE, Messages, Trimmer
 
@@ -35,4 +35,6 @@ def fit_to_budget(
         bound = sum(tokenizer.at_most(m["content"], tight=True) for m in messages)
     if bound <= limit:
         return Fitted(messages, bound, counted=tokenizer.name == DEFAULT_TOKENIZER)
-    return Trimmer(job, build, plan_for(job), limit, tokenizer, block_share).fit(messages)
+    return Trimmer(job, build, FAMILIES[job.kind].plan_for(job), limit, tokenizer, block_share).fit(
+        messages
+    )

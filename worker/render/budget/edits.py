@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-Path = tuple[str | int, ...]
+from worker.families.budget import Path
 
 
 def get_at(value: Any, path: Path) -> Any:

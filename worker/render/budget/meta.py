@@ -3,6 +3,8 @@
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.job import Job
+
 
 @dataclass(frozen=True, slots=True)
 class Elision:
@@ -23,12 +25,16 @@ class Elision:
 @dataclass(frozen=True, slots=True)
 class Fitted:
     """Messages within the budget. `counted` is False when the size alone proved the fit
-    and nothing was tokenized: `prompt_tokens` is then an upper bound."""
+    and nothing was tokenized: `prompt_tokens` is then an upper bound. `job` is the job
+    the messages were built from (trimmed, or None when untouched); `message_tokens`
+    each message's count, when counted."""
 
     messages: list[dict[str, str]]
     prompt_tokens: int
     counted: bool = True
     elisions: list[Elision] = field(default_factory=list)
+    job: Job | None = None
+    message_tokens: list[int] | None = None
 
     @property
     def trimmed(self) -> bool:

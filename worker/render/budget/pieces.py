@@ -7,15 +7,17 @@ texts' counts instead, and stays exact.
 
 Token counts are not additive in general: tiktoken splits a text into chunks by a
 regular expression, then encodes each chunk alone, and a chunk can cross the seam of
-two joined texts ("a" + "b" is one chunk). For cl100k_base's expression they are
-additive at a *line seam*: where the left text ends with "\\n" and the right one starts
-with a character that is not whitespace. No chunk crosses it (the only alternatives that
-take a newline take whitespace or newlines after it, never a visible character), and
-the chunks before it are those of the left text alone (the whitespace run that ends in
-the newline is one chunk either way, `\\s++$` alone or `\\s*[\\r\\n]` before a visible
-character); the expression looks at nothing behind a position, so the chunks after it
-are those of the right text alone. tests/render/budget/test_pieces.py checks this
-against tiktoken over random texts, and that it fails at other seams.
+two joined texts ("a" + "b" is one chunk). For the expressions of cl100k_base and
+o200k_base they are additive at a *line seam*: where the left text ends with "\\n" and
+the right one starts with a character that is neither whitespace nor "/". No chunk
+crosses it (the alternatives that take a newline take whitespace or newlines after it,
+and o200k_base's punctuation run `[\\r\\n/]*` a slash, which is why "/" is excluded),
+and the chunks before it are those of the left text alone (the whitespace run that
+ends in the newline is one chunk either way: `\\s++$` alone or `\\s*[\\r\\n]` before a
+visible character in cl100k_base, `\\s*[\\r\\n]+` in both places in o200k_base); neither
+expression looks behind a position, so the chunks after it are those of the right text
+alone. tests/render/budget/test_pieces.py checks this against tiktoken for both
+encodings over random texts, and that it fails at other seams.
 
 So each text is split at its first and last line seam into head, body and tail; the
 three are counted (their sum is the text's exact count) and the body's count is kept.
@@ -24,8 +26,9 @@ in a prompt, its body's count adds up exactly: the prompt is counted as the bodi
 counts plus the tokenized rest (framing, tails, markers, whatever is not found; heads
 too, unless the prompt starts the text on a line of its own). Several texts shown
 apart but counted as one piece (an exchange) are counted joined, with each text's body
-kept the same way (`count_joined`). A tokenizer whose expression is not known to be additive at line seams (`line_seams`
-false: the estimate, whose ceil() is not, or another tiktoken encoding) counts whole.
+kept the same way (`count_joined`). A tokenizer whose expression is not known to be
+additive at line seams (`line_seams` false: the estimate, whose ceil() is not) counts
+whole.
 """
 
 from collections.abc import Sequence
@@ -55,7 +58,12 @@ class _Body:
 
 def line_seam_at(text: str, index: int) -> bool:
     """Whether `text` may be split before `index` with additive counts."""
-    return 0 < index < len(text) and text[index - 1] == "\n" and not text[index].isspace()
+    return (
+        0 < index < len(text)
+        and text[index - 1] == "\n"
+        and not text[index].isspace()
+        and text[index] != "/"
+    )
 
 
 def body_span(text: str) -> tuple[int, int]:
@@ -153,12 +161,15 @@ class PieceCounter:
         """The exact size of `messages` (CONTRACT.md §11: the sum of the contents' counts).
         `groups` are texts counted before that the messages may hold verbatim, each group
         in the order the prompt shows them; a text not found is simply tokenized."""
-        loose: list[str] = []
-        total = 0
+        return sum(self.message_counts(messages, groups))
+
+    def message_counts(self, messages: Messages, groups: Sequence[Sequence[str]] = ()) -> list[int]:
+        """The exact count of each message's content (see `prompt`)."""
+        counts: list[int] = []
         for message in messages:
             content = message["content"]
             if not self._bodies or len(content) < MIN_BODY:
-                total += self.count(content)
+                counts.append(self.count(content))
                 continue
             found: list[tuple[int, int, int]] = []
             for group in groups:
@@ -184,6 +195,8 @@ class PieceCounter:
                     found.append((start, end, tokens))
             found.sort()
             cursor = 0
+            total = 0
+            loose: list[str] = []
             for start, end, tokens in found:
                 if start < cursor:
                     continue  # overlaps a body already used (a text found twice)
@@ -191,6 +204,7 @@ class PieceCounter:
                 total += tokens
                 cursor = end
             loose.append(content[cursor:])
-        # Through count(): what is the same in every candidate (a system message, the
-        # framing before the first body) is tokenized for the first one only.
-        return total + sum(self.count(text) for text in loose)
+            # Through count(): what is the same in every candidate (a system message,
+            # the framing before the first body) is tokenized for the first one only.
+            counts.append(total + sum(self.count(text) for text in loose))
+        return counts

@@ -1,9 +1,11 @@
 """Token counters of CONTRACT.md §11, by name.
 
-`estimate` is TARSy's heuristic, ceil(characters / 4), and costs nothing. Any other name
-is a tiktoken encoding whose vocabulary is installed (vocabularies.py); tiktoken is
-imported, and the vocabulary read and checked, on the first job that names it, never at
-start-up: most commands and most jobs need neither.
+`estimate` is TARSy's heuristic, ceil(characters / 4), and costs nothing. `cl100k_base`
+and `o200k_base` are tiktoken encodings whose vocabularies are installed with the
+`tokenizers` extra (vocabularies.py); tiktoken is imported, and the vocabulary read and
+checked, on the first job that names it, never at start-up: most commands and most jobs
+need neither. tiktoken counts them (docs/BUDGETS.md, "Sizing a budget per model": it was
+measured against the Rust BPE of `bpe-openai`).
 """
 
 import threading
@@ -11,15 +13,6 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from schemas.budget import DEFAULT_TOKENIZER
-
-# tiktoken's cl100k_base splitting expression (as tiktoken 0.14 has it), at whose line
-# seams counts add up (pieces.py; tests/render/budget/test_pieces.py).
-LINE_SEAM_PATTERNS = frozenset(
-    {
-        r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"
-        r"|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
-    }
-)
 
 
 class Tokenizer(Protocol):
@@ -73,18 +66,18 @@ class TiktokenTokenizer:
     """An exact count by a tiktoken encoding. Special-token text counts as ordinary text,
     as a provider counts a prompt that happens to contain it."""
 
-    def __init__(self, name: str, encoding: "_Encoding") -> None:
+    def __init__(self, name: str, encoding: "_Encoding", line_seams: bool) -> None:
         self.name = name
-        self._encoding = encoding
-        # Additivity at line seams is a property of the splitting expression (pieces.py),
-        # proven and tested for cl100k_base's only; any other counts whole.
-        self.line_seams = getattr(encoding, "_pat_str", None) in LINE_SEAM_PATTERNS
+        self.encoding = encoding
+        # Additivity at line seams is a property of the splitting expression (pieces.py;
+        # vocabularies.EncodingSpec.line_seams).
+        self.line_seams = line_seams
 
     def count(self, text: str) -> int:
-        return len(self._encoding.encode_ordinary(text))
+        return len(self.encoding.encode_ordinary(text))
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        encode = self._encoding.encode_ordinary
+        encode = self.encoding.encode_ordinary
         return [len(encode(text)) for text in texts]
 
     def at_most(self, text: str, tight: bool = False) -> int:
@@ -105,7 +98,8 @@ _lock = threading.Lock()
 
 
 def available() -> list[str]:
-    """Names a job may give: `estimate` and every installed tiktoken vocabulary."""
+    """Names a job may give: `estimate` and every encoding whose vocabulary (and tiktoken)
+    is installed."""
     from worker.render.budget import vocabularies
 
     return [_ESTIMATE.name, *sorted(vocabularies.installed())]
@@ -127,7 +121,8 @@ def get(name: str) -> Tokenizer:
             raise UnavailableTokenizer(name, available())
         try:
             encoding = vocabularies.load(name, file)
-        except (OSError, vocabularies.VocabularyError):
+        except (OSError, ImportError, vocabularies.VocabularyError):
             raise UnavailableTokenizer(name, available()) from None
-        tokenizer = _loaded[name] = TiktokenTokenizer(name, encoding)
+        spec = vocabularies.ENCODINGS[name]
+        tokenizer = _loaded[name] = TiktokenTokenizer(name, encoding, spec.line_seams)
         return tokenizer

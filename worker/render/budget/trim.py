@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.job import Job
+from worker.families.budget import ListSection, Path, Plan
 from worker.render.budget import markers
-from worker.render.budget.edits import Path, get_at, set_at
+from worker.render.budget.edits import get_at, set_at
 from worker.render.budget.meta import Elision, Fitted, OverBudget
 from worker.render.budget.pieces import PieceCounter
-from worker.render.budget.plans import ListSection, Plan
 from worker.render.budget.tokenizers import Tokenizer
 
 Messages = list[dict[str, str]]
@@ -119,6 +119,8 @@ class Trimmer:
         self._counted_chars = 0
         self._counted_tokens = 0
         self.counter = PieceCounter(tokenizer)
+        # Each message's count in the prompt `_size` counted last.
+        self.last_counts: list[int] = []
 
     def _tiers(self) -> list[_Tier]:
         first: list[_Tier] = []
@@ -177,7 +179,8 @@ class Trimmer:
                     parts = section.parts(item)
                     group.extend([section.piece(item)] if parts is None else parts)
                 groups.append(group)
-        return self.counter.prompt(messages, groups)
+        self.last_counts = self.counter.message_counts(messages, groups)
+        return sum(self.last_counts)
 
     def _cut_job(self, cuts: list[int], placeholder: bool = False) -> tuple[Job, list[Elision]]:
         """The job with the first `cuts[t]` items of tier t left out, a marker in place."""
@@ -303,7 +306,7 @@ class Trimmer:
         if not over:
             size = self._size(messages, self.job)
             if size <= self.limit:
-                return Fitted(messages, size)
+                return Fitted(messages, size, job=self.job, message_tokens=self.last_counts)
             if not self.tiers:
                 return self._fit_middles(self.job, [], size)
             if cuts is None:
@@ -315,7 +318,9 @@ class Trimmer:
             candidate = self.build(job)
             size = self._size(candidate, job)
             if size <= self.limit:
-                return Fitted(candidate, size, elisions=elisions)
+                return Fitted(
+                    candidate, size, elisions=elisions, job=job, message_tokens=self.last_counts
+                )
             more = self._cut_more(cuts, size - self.limit)
             if more is None:
                 return self._fit_middles(job, elisions, size)
@@ -375,13 +380,25 @@ class Trimmer:
             candidate = self.build(shortened)
             new_size = self._size(candidate, shortened)
             if new_size <= self.limit:
-                return Fitted(candidate, new_size, elisions=elisions + cut)
+                return Fitted(
+                    candidate,
+                    new_size,
+                    elisions=elisions + cut,
+                    job=shortened,
+                    message_tokens=self.last_counts,
+                )
             excess += new_size - self.limit
         shortened, cut = self._shorten(job, slots, 0, marker_tokens)
         candidate = self.build(shortened)
         new_size = self._size(candidate, shortened)
         if new_size <= self.limit:
-            return Fitted(candidate, new_size, elisions=elisions + cut)
+            return Fitted(
+                candidate,
+                new_size,
+                elisions=elisions + cut,
+                job=shortened,
+                message_tokens=self.last_counts,
+            )
         return OverBudget(required=new_size, allowed=self.limit)
 
 

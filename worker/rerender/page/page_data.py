@@ -73,6 +73,8 @@ class _Group:
     ids: list[tuple[int, str | None]] = field(default_factory=list)
     change: Change | None = None
     example_job: tuple[int, str | None] | None = None
+    # The example job's new prompt: each message's cacheable prefix (meta.cache).
+    example_cacheable: list[dict[str, Any]] | None = None
     code: str = ""
     message: str = ""
 
@@ -266,6 +268,7 @@ class PageCollector:
             group = _Group(f"{kind}.{signature[:12]}", kind, number)
             group.change = describe_change(changes, self.limits.example_chars)
             group.example_job = (number, job_id)
+            group.example_cacheable = cacheable_prefixes(after, record.get("meta"))
             self.changes[(kind, signature)] = group
         self._listed(group, number, job_id)
 
@@ -352,6 +355,7 @@ class PageCollector:
             "example_job": group.example_job,
             "diff": change.example if with_diff else None,
             "diff_cut": change.example_cut,
+            "cacheable": group.example_cacheable,
         }
 
     @staticmethod
@@ -360,6 +364,28 @@ class PageCollector:
             {"kind": kind, "family": family, "template_version": version, "records": n}
             for (kind, family, version), n in sorted(counter.items())
         ]
+
+
+def cacheable_prefixes(messages: list[dict[str, str]], meta: Any) -> list[dict[str, Any]] | None:
+    """Each message's role, characters and cacheable prefix in characters: the whole of
+    every message before the last cache breakpoint's, that one up to the breakpoint, none
+    after (CONTRACT.md §11.1). None for a reply without meta.cache."""
+    cache = meta.get("cache") if isinstance(meta, dict) else None
+    points = cache.get("breakpoints") if isinstance(cache, dict) else None
+    if not isinstance(points, list):
+        return None
+    last = points[-1] if points else {"message": -1, "chars": 0}
+    rows = []
+    for index, message in enumerate(messages):
+        size = len(message.get("content", ""))
+        if index < last["message"]:
+            cacheable = size
+        elif index == last["message"]:
+            cacheable = min(size, last["chars"])
+        else:
+            cacheable = 0
+        rows.append({"role": message.get("role"), "chars": size, "cacheable": cacheable})
+    return rows
 
 
 def notes(data: dict[str, Any]) -> list[str]:
