@@ -15,7 +15,10 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     UV=/opt/uv/bin/uv \
     UV_NO_CACHE=1 \
-    UV_PYTHON_DOWNLOADS=never
+    UV_PYTHON_DOWNLOADS=never \
+    SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
+# SSL_CERT_FILE: uv trusts its own bundled roots unless told otherwise; the system's
+# bundle is what pip trusts too (and holds an egress proxy's CA where there is one).
 # The dependencies in a layer of their own, keyed on pyproject.toml and uv.lock alone: a
 # change to the worker's code rebuilds only the small wheel below, not every dependency.
 # uv is the version the lock pins, in a venv of its own that the final stage leaves out.

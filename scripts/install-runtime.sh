@@ -37,6 +37,11 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 UV_PYTHON_DOWNLOADS=never
+# uv trusts its own bundled roots unless told otherwise: the system's bundle, as pip
+# trusts it (an egress proxy's CA lives there where there is one).
+if [ -z "${SSL_CERT_FILE:-}" ] && [ -r /etc/ssl/certs/ca-certificates.crt ]; then
+    export SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
+fi
 
 uv=${UV:-}
 if [ -z "$uv" ]; then
