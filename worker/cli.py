@@ -48,6 +48,14 @@ def _chosen(argv: Sequence[str]) -> str | None:
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; only the command named in `argv` gets its arguments."""
+    return _build_parsers(argv)[0]
+
+
+def _build_parsers(
+    argv: Sequence[str],
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    """The top-level parser and the parser of the command named in `argv` (if any)."""
+    command_parser = None
     parser = argparse.ArgumentParser(
         prog="prompt-worker",
         description="Render build-prompt jobs into LLM message lists, embedded or as a RabbitMQ worker.",
@@ -67,12 +75,17 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         if name == chosen:
             module.add_arguments(command)
             command.set_defaults(func=module.run)
-    return parser
+            command_parser = command
+    return parser, command_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(words).parse_args(words)
+    parser, command_parser = _build_parsers(words)
+    args, unknown = parser.parse_known_args(words)
+    if unknown:
+        # The command's own usage: the top-level one does not show the command's flags.
+        (command_parser or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code: int = args.func(args)
     except KeyboardInterrupt:

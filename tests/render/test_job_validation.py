@@ -59,6 +59,30 @@ def test_unreadable_bytes_are_invalid_json_with_null_job_id(renderer: Renderer) 
     assert "not valid JSON" in reply["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"nulx", "unquoted text that is not true, false or null (line 1, column 1)"),
+        (b"hello", "unexpected 'h', expected a JSON value (line 1, column 1)"),
+        (
+            b'{"job_id": "j",\n "kind": ',
+            "the text ends before the JSON value does (line 2, column 10)",
+        ),
+        (b'{"job_id": "j"} {}', "more text after the JSON value (line 1, column 17)"),
+        (b'{"job_id": "j",}', "a comma before a closing bracket (line 1, column 15)"),
+        (b"{'single': 1}", 'unexpected "\'", expected a string key (line 1, column 2)'),
+        (b"\xff", "bytes that are not UTF-8 text (line 1, column 1)"),
+        (b"", "the text is empty"),
+    ],
+)
+def test_invalid_json_says_why_in_a_users_words(
+    renderer: Renderer, body: bytes, message: str
+) -> None:
+    error = render(renderer, body)["error"]
+    assert error["code"] == "invalid_json"
+    assert error["message"] == f"body is not valid JSON: {message}"
+
+
 @pytest.mark.parametrize("body", [b"\xff\xfe\x00", b"NaN", b"", b"{'single': 1}"])
 def test_non_json_bodies_are_invalid_json(renderer: Renderer, body: bytes) -> None:
     assert render(renderer, body)["error"]["code"] == "invalid_json"
