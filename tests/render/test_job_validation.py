@@ -49,6 +49,39 @@ def test_unknown_fields_are_ignored(renderer: Renderer) -> None:
     )
     assert extended["status"] == "ok"
     assert extended["messages"] == plain["messages"]
+    assert plain["meta"]["warnings"] == []
+    # Only the job's own members are named; a nested one is not.
+    assert extended["meta"]["warnings"] == ["unknown member 'future_field' of the job is ignored"]
+
+
+def test_a_misspelt_member_is_named_with_the_nearest_known_one(renderer: Renderer) -> None:
+    tools = [{"name": "kubectl_get", "description": "Reads a Kubernetes resource."}]
+    spelt = render(renderer, react(tools=tools))
+    misspelt = render(renderer, react(tols=tools))
+    assert misspelt["status"] == "ok"
+    assert misspelt["meta"]["warnings"] == [
+        "unknown member 'tols' of the job is ignored; did you mean 'tools'?"
+    ]
+    # Ignored, as the contract says: the prompt is the one without tools.
+    assert "kubectl_get" in spelt["messages"][1]["content"]
+    assert misspelt["messages"] == render(renderer, react())["messages"]
+
+
+def test_unknown_members_come_before_the_familys_warnings(renderer: Renderer) -> None:
+    job = react(stgae={}, stage={"mcp_servers": ["nowhere"]})
+    assert render(renderer, job)["meta"]["warnings"] == [
+        "unknown member 'stgae' of the job is ignored; did you mean 'stage'?",
+        "MCP server 'nowhere' is not in the MCP server registry; its instructions are left out",
+    ]
+
+
+def test_many_unknown_members_are_named_up_to_ten_then_counted(renderer: Renderer) -> None:
+    job = react(**{f"future_{n:02}": n for n in range(25)})
+    warnings = render(renderer, job)["meta"]["warnings"]
+    assert warnings[:10] == [
+        f"unknown member 'future_{n:02}' of the job is ignored" for n in range(10)
+    ]
+    assert warnings[10:] == ["15 more unknown members are ignored"]
 
 
 def test_unreadable_bytes_are_invalid_json_with_null_job_id(renderer: Renderer) -> None:
