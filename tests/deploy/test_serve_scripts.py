@@ -158,3 +158,31 @@ def test_serve_manages_the_broker_for_a_local_url_only(tree: Path) -> None:
 def test_serve_help_installs_and_starts_nothing(tree: Path) -> None:
     run(tree, "ensure-venv")
     assert run(tree, "serve", "--help") == ["prompt-worker serve --help"]
+
+
+@pytest.mark.slow
+def test_a_real_first_install_prints_no_setuptools_banner(tmp_path: Path) -> None:
+    """The first scripts/serve installs the package for real: pip's --quiet must not let
+    setuptools' editable-install warning through. (The package alone: PIP_NO_DEPS keeps
+    the dependencies, which do not build with setuptools, out of the test's time.)"""
+    root = tmp_path / "repo"
+    write(root / "scripts" / "ensure-venv", (SCRIPTS / "ensure-venv").read_text())
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, root / name)
+    for package in ("worker", "schemas"):
+        shutil.copytree(
+            REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    result = subprocess.run(
+        [str(root / "scripts" / "ensure-venv")],
+        env={**os.environ, "PIP_NO_DEPS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (root / ".venv" / "bin" / "prompt-worker").exists()
+    output = result.stdout + result.stderr
+    assert "Editable installation" not in output, output
+    assert "BuildBackendWarning" not in output, output
