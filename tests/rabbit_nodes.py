@@ -44,11 +44,11 @@ def require_node_tools() -> None:
 
 # scripts/rabbit-node puts a node's Erlang distribution on its AMQP port + 20000. Both
 # stay below Linux's ephemeral range (32768-60999), where the OS picks the ports of
-# outgoing connections, and clear of the system broker (5672, 25672), of the ports the
-# integration helpers hand out for HTTP (10000-15000) and of the stack's (9190, 15782,
-# 15792).
+# outgoing connections, and clear of the system broker (5672, 25672), of the fixed
+# ports some tools default to (8080 for the worker's HTTP, 9090, 9190 for the stack),
+# and of the ports the integration helpers hand out for HTTP (10000-15000).
 DIST_OFFSET = 20000
-_PORTS = range(5700, 9100)
+_PORTS = range(5800, 8000)
 _handed_out: set[int] = set()
 
 
