@@ -162,4 +162,7 @@ def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["no-such-command"])
     assert exit_info.value.code == 2
-    assert "invalid choice" in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "prompt-worker: error: unknown command 'no-such-command': choose one of serve, "
+        "render, rerender, report, replay-dead, mask, schema, asyncapi"
+    )
