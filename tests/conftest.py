@@ -1,6 +1,7 @@
 """Fixtures shared by the whole suite (each directory's conftest.py adds its own)."""
 
 import pytest
+from hypothesis import settings
 
 from tests.data import CONFORMANCE
 from tests.unavailable import pytest_runtest_setup as pytest_runtest_setup
@@ -9,6 +10,13 @@ from worker.render.renderer import Renderer
 
 # pytest_runtest_setup (imported above): tests marked `broker` or `needs(...)` skip when
 # it is missing, and fail under CI=true.
+
+# One hypothesis profile wherever the suite runs: the same examples on every run
+# (derandomized: a failure in CI fails again on a laptop), no deadline (the machines
+# are shared; a slow example is not a failure), and a fixed number of examples for the
+# tests that do not set their own.
+settings.register_profile("suite", derandomize=True, deadline=None, max_examples=100)
+settings.load_profile("suite")
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,6 @@ TESTS = Path(__file__).parent
 REPO = TESTS.parent
 CONFORMANCE = TESTS / "conformance"
 BENCH_JOBS = TESTS / "bench_jobs"
-# Reference material beside the repository; absent on a plain clone outside the workspace.
-SHARED = REPO.parent / "shared"
 SEED_000_KINDS = frozenset(
     {
         "react",

@@ -2,13 +2,20 @@
 
 Restarts, alarms, clusters and TLS listeners are tried on nodes of their own, started by
 `scripts/rabbit-node` beside the system broker, which the rest of the suite shares and
-which must never be disturbed. Each test picks its own port so nodes never collide.
+which must never be disturbed.
+
+Nothing about a node is a constant, so two suites on one machine never step on each
+other: its name (and so its state directory and its registration with epmd) carries
+this process's id and a random part, and its ports are found free when it is made.
 """
 
 from __future__ import annotations
 
 import os
+import random
+import secrets
 import shutil
+import socket
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,20 +42,61 @@ def require_node_tools() -> None:
         missing("what extra RabbitMQ nodes need", reason)
 
 
+# scripts/rabbit-node puts a node's Erlang distribution on its AMQP port + 20000. Both
+# stay below Linux's ephemeral range (32768-60999), where the OS picks the ports of
+# outgoing connections, and clear of the system broker (5672, 25672), of the fixed
+# ports some tools default to (8080 for the worker's HTTP, 9090, 9190 for the stack),
+# and of the ports the integration helpers hand out for HTTP (10000-15000).
+DIST_OFFSET = 20000
+_PORTS = range(5800, 8000)
+_handed_out: set[int] = set()
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(count: int = 1) -> int:
+    """The first of `count` consecutive ports that nobody listens on, nor on their
+    distribution ports (+20000); never handed out twice in one test run."""
+    while True:
+        first = random.choice(_PORTS[: len(_PORTS) - count])
+        wanted = {first + i for i in range(count)}
+        wanted |= {port + DIST_OFFSET for port in wanted}
+        if wanted & _handed_out:
+            continue
+        if all(_bindable(port) for port in wanted):
+            _handed_out.update(wanted)
+            return first
+
+
+def run_name(label: str) -> str:
+    """A node name of this run: `label`, this process's id and a random part."""
+    return f"{label}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
 class ExtraNode:
-    """One RabbitMQ node on 127.0.0.1:`port`, stopped (and its state kept) on exit."""
+    """One RabbitMQ node on 127.0.0.1:`port` (by default a free one), named after `label`
+    and this run; stopped on exit and its state directory removed."""
 
     def __init__(
         self,
-        name: str,
-        port: int,
+        label: str,
+        port: int | None = None,
         *,
         conf: str = "",
         plugins: Sequence[str] = (),
         fresh: bool = False,
+        name: str | None = None,
     ) -> None:
-        self.name = name
-        self.port = port
+        # `name`: a node of a cluster, named by scripts/rabbit-cluster.
+        self.name = name or run_name(label)
+        self.port = port if port is not None else free_ports()
         self.conf = conf
         self.plugins = tuple(plugins)
         self.fresh = fresh
@@ -113,20 +161,22 @@ class ExtraNode:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+        # Named for this run alone: nothing will ever start from this state again.
+        shutil.rmtree(self.state_dir, ignore_errors=True)
 
 
 CLUSTER_SCRIPT = SCRIPT.parent / "rabbit-cluster"
 
 
 class ExtraCluster:
-    """Three clustered nodes on 127.0.0.1:`port`..`port`+2, from `scripts/rabbit-cluster`:
-    started from empty state on entry, always stopped on exit (a node a test killed
-    too)."""
+    """Three clustered nodes on 127.0.0.1:`port`..`port`+2 (free ports, a name of this
+    run), from `scripts/rabbit-cluster`: started from empty state on entry, always
+    stopped on exit (a node a test killed too) and their state removed."""
 
-    def __init__(self, name: str = "cluster", port: int = 5681) -> None:
-        self.name = name
-        self.port = port
-        self.nodes = [ExtraNode(f"{name}{i + 1}", port + i) for i in range(3)]
+    def __init__(self, label: str = "cluster") -> None:
+        self.name = run_name(label)
+        self.port = free_ports(3)
+        self.nodes = [ExtraNode(label, self.port + i, name=f"{self.name}{i + 1}") for i in range(3)]
 
     @property
     def urls(self) -> list[str]:
@@ -169,3 +219,5 @@ class ExtraCluster:
         tb: TracebackType | None,
     ) -> None:
         self._run("down")
+        for node in self.nodes:
+            shutil.rmtree(node.state_dir, ignore_errors=True)

@@ -15,8 +15,7 @@ from tests.integration.helpers import free_port
 CONFTEST = "from tests.unavailable import pytest_runtest_setup as pytest_runtest_setup\n"
 SUITE = """
 import pytest
-from pathlib import Path
-from tests.unavailable import needs, not_beside_this_checkout, tool
+from tests.unavailable import needs, tool
 
 @pytest.mark.broker
 def test_broker():
@@ -32,9 +31,6 @@ def test_condition():
 @needs(lambda: True, "a condition", "it holds")
 def test_condition_met():
     pass
-
-def test_reference_material():
-    not_beside_this_checkout(Path("/nonexistent/shared"))
 """
 
 
@@ -76,7 +72,5 @@ def test_missing_things_skip_for_developers_and_fail_under_ci(tmp_path: Path, ci
     assert results["test_condition"][0] == absent
     assert "a condition is missing: nothing makes it true" in results["test_condition"][1]
     assert results["test_condition_met"] == ("passed", "")
-    # Reference material beside the workspace is in no clone: skipped even in CI.
-    assert results["test_reference_material"][0] == "skipped"
     if ci:
         assert "CI=true" in results["test_tool"][1]

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.rabbit_nodes import ExtraNode
+from tests.rabbit_nodes import ExtraNode, free_ports
 from tests.tls_certs import Authority, Issued, make_authority, shared_directory
 from worker.transport.tls import TlsFiles
 
@@ -71,8 +71,10 @@ def connections(node: ExtraNode) -> list[list[str]]:
 
 
 @contextmanager
-def tls_node(name: str, port: int, tls_port: int) -> Iterator[TlsNode]:
-    """Start the node (plain AMQP on `port`, TLS on `tls_port`); stopped on exit."""
+def tls_node(label: str) -> Iterator[TlsNode]:
+    """Start a node named after `label` and the run (plain AMQP and TLS on free ports);
+    stopped on exit."""
+    port, tls_port = free_ports(), free_ports()
     directory = shared_directory(Path(f"/tmp/prompt-worker-tls-{uuid.uuid4().hex[:8]}"))
     try:
         ca = make_authority(directory, "test-ca")
@@ -92,7 +94,7 @@ auth_mechanisms.2 = AMQPLAIN
 auth_mechanisms.3 = EXTERNAL
 ssl_cert_login_from = common_name
 """
-        with ExtraNode(name, port, conf=conf, plugins=["rabbitmq_auth_mechanism_ssl"]) as node:
+        with ExtraNode(label, port, conf=conf, plugins=["rabbitmq_auth_mechanism_ssl"]) as node:
             if CLIENT_IDENTITY not in node.ctl("list_users", "--quiet").stdout.split():
                 node.ctl("add_user", CLIENT_IDENTITY, uuid.uuid4().hex)
             # No password at all: only its certificate can log it in.

@@ -11,9 +11,10 @@ is stated once (tests/test_unavailable.py runs it both ways).
 * `tool(name, how, env=...)`: the path of a command, else `missing`;
 * the `broker` marker: `pytest_runtest_setup` (imported by tests/conftest.py) checks
   that the broker answers before each test carrying it;
-* `@needs(available, what, how)`: the same for any other condition;
-* `not_beside_this_checkout(path)`: the one skip CI may take: reference material that
-  lives beside the workspace, never in a clone.
+* `@needs(available, what, how)`: the same for any other condition.
+
+Nothing in the suite reads outside the clone: reference material is copied in
+(tests/reference-copies.sha256, scripts/check-reference-copies).
 """
 
 import os
@@ -21,7 +22,6 @@ import shutil
 import socket
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlsplit
 
@@ -72,10 +72,3 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         available, what, how = mark.args
         if not available():
             missing(what, how)
-
-
-def not_beside_this_checkout(path: Path) -> None:
-    """Skip (even under CI) unless `path` exists: reference material kept beside the
-    workspace, which no clone carries; the repository holds copies of it."""
-    if not path.exists():
-        pytest.skip(f"{path} is not beside this checkout")

@@ -35,19 +35,33 @@ def command_module(name: str) -> ModuleType:
     return importlib.import_module(f"worker.commands.{name.replace('-', '_')}_cmd")
 
 
-def _chosen(argv: Sequence[str]) -> str | None:
-    """The command named on the command line: the first word that is not an option
-    (the top-level parser's only options, --help and --version, take no value)."""
+def _first_word(argv: Sequence[str]) -> str | None:
+    """The first word that is not an option (the top-level parser's only options,
+    --help and --version, take no value): the command, if the line is right."""
     for word in argv:
         if word == "--":
             return None
         if not word.startswith("-"):
-            return word if word in COMMANDS else None
+            return word
     return None
+
+
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The command named on the command line."""
+    word = _first_word(argv)
+    return word if word in COMMANDS else None
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; only the command named in `argv` gets its arguments."""
+    return _build_parsers(argv)[0]
+
+
+def _build_parsers(
+    argv: Sequence[str],
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    """The top-level parser and the parser of the command named in `argv` (if any)."""
+    command_parser = None
     parser = argparse.ArgumentParser(
         prog="prompt-worker",
         description="Render build-prompt jobs into LLM message lists, embedded or as a RabbitMQ worker.",
@@ -67,12 +81,21 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         if name == chosen:
             module.add_arguments(command)
             command.set_defaults(func=module.run)
-    return parser
+            command_parser = command
+    return parser, command_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(words).parse_args(words)
+    parser, command_parser = _build_parsers(words)
+    word = _first_word(words)
+    if word is not None and word not in COMMANDS:
+        # argparse would say "argument COMMAND: invalid choice: ... (choose from ...)".
+        parser.error(f"unknown command {word!r}: choose one of {', '.join(COMMANDS)}")
+    args, unknown = parser.parse_known_args(words)
+    if unknown:
+        # The command's own usage: the top-level one does not show the command's flags.
+        (command_parser or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code: int = args.func(args)
     except KeyboardInterrupt:

@@ -1,11 +1,13 @@
-"""`schema` and `asyncapi` print the documents shipped in `schemas/`: those must be
-what a fresh generation gives, and the commands' own copies of names must agree with
+"""`schema` and `asyncapi` print the documents committed in `schemas/`, and generate
+them (--write) equal to those files; the commands' own copies of names must agree with
 the modules they avoid importing."""
+
+from pathlib import Path
 
 import pytest
 
 from schemas import asyncapi
-from schemas.json_schema import SCHEMA_FILES, render_schema
+from schemas.json_schema import SCHEMA_FILES
 from tests.cli import prompt_worker
 from tests.data import REPO
 from worker.commands import asyncapi_cmd, common, schema_cmd
@@ -20,12 +22,31 @@ def output(*args: str) -> str:
 
 
 @pytest.mark.parametrize("which", sorted(SCHEMA_FILES))
-def test_schema_prints_a_fresh_generation(which: str) -> None:
-    assert output("schema", which) == render_schema(which)
+def test_schema_prints_the_committed_document(which: str) -> None:
+    committed = (REPO / "schemas" / SCHEMA_FILES[which]).read_text(encoding="utf-8")
+    assert output("schema", which) == committed
 
 
-def test_asyncapi_prints_a_fresh_generation() -> None:
-    assert output("asyncapi") == asyncapi_cmd.generate()
+def test_schema_write_generates_the_committed_documents(tmp_path: Path) -> None:
+    """--write generates from the models (it prints nothing shipped): what it writes
+    must be the files in schemas/, which the commands print and the docs cite."""
+    output("schema", "--write", str(tmp_path))
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(SCHEMA_FILES.values())
+    for filename in SCHEMA_FILES.values():
+        committed = (REPO / "schemas" / filename).read_text(encoding="utf-8")
+        assert (tmp_path / filename).read_text(encoding="utf-8") == committed, filename
+
+
+def test_asyncapi_prints_the_committed_document() -> None:
+    committed = (REPO / "schemas" / asyncapi_cmd.ASYNCAPI_FILE).read_text(encoding="utf-8")
+    assert output("asyncapi") == committed
+
+
+def test_asyncapi_write_generates_the_committed_document(tmp_path: Path) -> None:
+    written = tmp_path / "asyncapi.yaml"
+    output("asyncapi", "--write", str(written))
+    committed = (REPO / "schemas" / asyncapi_cmd.ASYNCAPI_FILE).read_text(encoding="utf-8")
+    assert written.read_text(encoding="utf-8") == committed
 
 
 def test_the_commands_copies_of_names_agree() -> None:

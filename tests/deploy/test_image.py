@@ -85,9 +85,6 @@ RUN_MODES = [RunMode("plain"), RunMode("locked-down", LOCKED_DOWN), TLS_MODE]
 SECRETS = "/run/secrets"
 TLS_DIR = f"{SECRETS}/broker-tls"
 URL_FILE = f"{SECRETS}/amqp-url"
-# An extra node's ports (plain AMQP, TLS), apart from the other tests' nodes.
-TLS_NODE_PORT = 5695
-TLS_PORT = 5696
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +94,7 @@ def system_broker() -> Broker:
 
 @pytest.fixture(scope="module")
 def image_tls_node() -> Iterator[TlsNode]:
-    with tls_node("imagetls", TLS_NODE_PORT, TLS_PORT) as node:
+    with tls_node("imagetls") as node:
         yield node
 
 

@@ -28,7 +28,7 @@ from aiormq.exceptions import ChannelAccessRefused
 
 from tests.integration.conftest import start_worker, topo
 from tests.integration.helpers import REPO, StartWorker, a_job, wait_for
-from tests.rabbit_nodes import ExtraNode
+from tests.rabbit_nodes import ExtraNode, free_ports
 from tests.tls_certs import shared_directory
 from worker.transport import topology
 from worker.transport.client import PromptClient
@@ -38,8 +38,9 @@ __all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used he
 USERS = REPO / "deploy" / "rabbitmq" / "users.json"
 WORKER_USER = "prompt-worker"
 DASHBOARDS_USER = "prompt-worker-dashboards"
-NODE_PORT = 5694
-MANAGEMENT_PORT = 5698
+# Found free for this run (tests/rabbit_nodes.py): two suites on one machine never share one.
+NODE_PORT = free_ports()
+MANAGEMENT_PORT = free_ports()
 
 
 def load() -> dict[str, Any]:

@@ -206,3 +206,30 @@ def test_serve_reads_the_config_of_the_readmes_render_example(tree: Path) -> Non
     # Set, even empty, the variable wins; so does --config (over the variable, in serve).
     chosen = run(tree, "serve", "--config", "x.yaml", env={"PROMPT_WORKER_CONFIG": ""})
     assert chosen[-1] == "prompt-worker config= serve --config x.yaml"
+
+
+@pytest.mark.slow
+def test_a_real_first_install_prints_no_setuptools_banner(tmp_path: Path) -> None:
+    """The first scripts/serve installs the package for real, from the lock: the
+    installer's --quiet must not let setuptools' editable-install warning through."""
+    root = tmp_path / "repo"
+    write(root / "scripts" / "ensure-venv", (SCRIPTS / "ensure-venv").read_text())
+    for name in ("pyproject.toml", "uv.lock", "README.md"):
+        shutil.copy(REPO / name, root / name)
+    for package in ("worker", "schemas"):
+        shutil.copytree(
+            REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    result = subprocess.run(
+        [str(root / "scripts" / "ensure-venv")],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (root / ".venv" / "bin" / "prompt-worker").exists()
+    output = result.stdout + result.stderr
+    assert "Editable installation" not in output, output
+    assert "BuildBackendWarning" not in output, output

@@ -3,14 +3,14 @@
 import copy
 import hashlib
 import json
-import re
 from typing import Any
 
 import pytest
 import yaml
 
 from schemas.job import Job
-from tests.data import CONFORMANCE, SHARED, read_jsonl
+from tests.data import CONFORMANCE, read_jsonl
+from tests.families.seed_text import seed_004_episodic_memory
 from worker.errors import ConfigError
 from worker.families.contributors import ContributorDefinition, Contributors
 from worker.render.config import parse_config
@@ -108,7 +108,8 @@ def test_the_input_messages_are_not_modified() -> None:
 
 # ---- the built-in episodic-memory guidance ------------------------------------------
 
-# sha256 of the guidance block in seed 004 (section 5), computed from the seed file.
+# sha256 of the guidance block in seed 004 (section 5), computed from the seed file: the
+# copy in tests/families/seeds/ is checked against it too.
 EPISODIC_SHA256 = "59be25a84dfcc66c40b22e08732586218f7f85a9facc792a893bcd7feb693d05"
 
 
@@ -122,13 +123,7 @@ def test_the_episodic_memory_builtin_is_seed_004_verbatim() -> None:
     assert hashlib.sha256(guidance.encode("utf-8")).hexdigest() == EPISODIC_SHA256
     assert "in the knowledge graph. \nWithout reflection" in guidance
 
-    seed = SHARED / "spec" / "seeds" / "004_e2503c69245962ba.md"
-    if seed.exists():
-        block = re.search(
-            r"```markdown\n(## Episodic Memory Tool\n.*?)\n```", seed.read_text("utf-8"), re.S
-        )
-        assert block is not None
-        assert guidance == block.group(1)
+    assert guidance == seed_004_episodic_memory()
 
 
 # ---- configuration errors -----------------------------------------------------------

@@ -82,8 +82,8 @@ _handed_out: set[int] = set()
 # Below Linux's ephemeral range (32768-60999 by default): a port the OS picks for an
 # outgoing connection (one of the many AMQP clients of a test) can never land on a
 # port handed out here in the moment between the check and the worker's bind. Clear
-# of the extra RabbitMQ nodes' ports (5679-5799 and their distribution ports
-# 25679-25799) and of the stack's (9190, 15782, 15792).
+# of the extra RabbitMQ nodes' ports (5800-7999 and their distribution ports
+# 25800-27999, tests/rabbit_nodes.py) and of the stack's (9190, 15782, 15792).
 _PORTS = range(10000, 15000)
 
 

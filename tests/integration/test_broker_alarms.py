@@ -34,7 +34,6 @@ from worker.transport.topology import Topology
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
-ALARM_PORT = 5685
 # Far below what any node uses: the memory alarm goes off at once.
 TINY_WATERMARK = "0.0000001"
 NORMAL_WATERMARK = "0.4"  # RabbitMQ's default
@@ -97,7 +96,7 @@ async def clear_alarm(node: ExtraNode) -> None:
 async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
     start_worker: StartWorker, topo: Topology
 ) -> None:
-    with ExtraNode("alarms", ALARM_PORT, fresh=True) as node:
+    with ExtraNode("alarms", fresh=True) as node:
         worker = start_worker(amqp_url=node.url + "?reconnect_interval=0.2")
         await worker.wait_ready()
         connection = await aio_pika.connect(node.url)
@@ -164,7 +163,7 @@ async def test_a_worker_stopped_during_an_alarm_exits_and_loses_nothing(
     # A rolling deploy while the broker is blocked: the drain cannot settle anything
     # (the broker reads nothing from the connection), so it ends at its timeout and the
     # jobs the worker held go to the next worker.
-    with ExtraNode("alarms", ALARM_PORT, fresh=True) as node:
+    with ExtraNode("alarms", fresh=True) as node:
         url = node.url + "?reconnect_interval=0.2"
         worker = start_worker("--shutdown-timeout", "2", amqp_url=url)
         await worker.wait_ready()

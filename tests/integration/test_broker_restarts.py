@@ -167,7 +167,6 @@ RESTART_AFTER = 3000
 PUBLISHING = 200
 # Jobs published and not yet answered, at most.
 AHEAD = 2000
-RESTART_PORT = 5684
 RUN_TIMEOUT = 420.0
 
 
@@ -289,7 +288,7 @@ async def restart_under_load(
     label: str,
     restart: tuple[Callable[[ExtraNode], None], Callable[[ExtraNode], None]],
 ) -> None:
-    with ExtraNode("restarts", RESTART_PORT, fresh=True) as node:
+    with ExtraNode("restarts", fresh=True) as node:
         node.fresh = False  # a restart keeps the node's queues and their jobs
         worker = start_worker(amqp_url=node.url + "?reconnect_interval=0.2")
         await worker.wait_ready()

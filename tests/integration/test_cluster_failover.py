@@ -1,8 +1,8 @@
 """Cluster failover: the worker, given every node of a 3-node cluster, loses its node in
 the middle of a run and carries on from another one; no job is lost.
 
-The cluster is `scripts/rabbit-cluster` (extra nodes beside the system broker, on
-5681-5683), started for the test and stopped after it. The queues are quorum queues
+The cluster is `scripts/rabbit-cluster` (extra nodes beside the system broker, on free
+ports of the run), started for the test and stopped after it. The queues are quorum queues
 (the worker's topology), declared through a node that survives: their leaders stay up,
 as in production, where a quorum queue's leader moves to a surviving member. (Were the
 killed node the leader of the reply queue, RabbitMQ 3.10 refuses the reconnected
@@ -46,7 +46,7 @@ ALL_ANSWERED_WITHIN = 300.0
 @pytest.fixture
 def cluster() -> Iterator[ExtraCluster]:
     # Requested before `start_worker`, so it is torn down after the worker has stopped.
-    with ExtraCluster(port=5681) as running:
+    with ExtraCluster() as running:
         yield running
 
 

@@ -237,7 +237,7 @@ async def test_a_reply_above_the_brokers_max_message_size_becomes_an_error_reply
     start_worker: StartWorker, topo: Topology
 ) -> None:
     body = job_with_a_reply_above(NODE_LIMIT)
-    with ExtraNode("hard1", 5701, conf=f"max_message_size = {NODE_LIMIT}") as node:
+    with ExtraNode("hard1", conf=f"max_message_size = {NODE_LIMIT}") as node:
         worker = start_worker("--delivery-limit", str(DELIVERY_LIMIT), amqp_url=node.url)
         await worker.wait_ready()
         connection = await aio_pika.connect(node.url)
@@ -284,7 +284,7 @@ async def test_a_job_above_the_brokers_max_message_size_fails_its_call_not_the_c
     """The broker refuses the job itself and closes the client's channel over it, under
     the calls in flight with it too. The call fails at once with the broker's reason,
     not after its timeout; the others are answered, and the client goes on."""
-    with ExtraNode("hard2", 5702, conf=f"max_message_size = {NODE_LIMIT}") as node:
+    with ExtraNode("hard2", conf=f"max_message_size = {NODE_LIMIT}") as node:
         worker = start_worker(amqp_url=node.url)
         await worker.wait_ready()
         async with PromptClient(node.url, request_queue=topo.request_queue, timeout=120) as client:

@@ -36,13 +36,10 @@ __all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used he
 
 pytestmark = [pytest.mark.slow]
 
-NODE_PORT = 5691
-TLS_PORT = 5692
-
 
 @pytest.fixture(scope="module")
 def tls_node() -> Iterator[TlsNode]:
-    with start_tls_node("tlsnode", NODE_PORT, TLS_PORT) as node:
+    with start_tls_node("tlsnode") as node:
         yield node
 
 

@@ -171,17 +171,31 @@ def test_an_unknown_kind_is_not_echoed_into_logs() -> None:
 
 
 class _BrokenPipe(io.StringIO):
+    """A log stream whose reader went away; it remembers what it was asked to write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attempts: list[str] = []
+
     def write(self, text: str) -> int:
+        self.attempts.append(text)
         raise BrokenPipeError(32, "Broken pipe")
 
     def flush(self) -> None:
         raise BrokenPipeError(32, "Broken pipe")
 
 
-def test_a_closed_log_stream_never_stops_the_worker() -> None:
-    configure_logging("info", "json", _BrokenPipe())
-    get_logger().info("lost")  # must not raise
+def test_a_closed_log_stream_never_stops_the_worker(capsys: pytest.CaptureFixture[str]) -> None:
+    stream = _BrokenPipe()
+    configure_logging("info", "json", stream)
+    get_logger().info("lost")  # raises nothing
     logging.getLogger("aiormq.connection").error("lost too")
+    get_logger().info("still lost")
+    # Every event was written (and lost), none raised, and the standard library did not
+    # report a "Logging error" with a traceback on the real stderr either.
+    written = "".join(stream.attempts)
+    assert all(f'"{event}"' in written for event in ("lost", "lost too", "still lost")), written
+    assert capsys.readouterr().err == ""
 
 
 def test_json_lines_beneath_stderr_keep_their_order_with_library_logs() -> None:

@@ -5,9 +5,8 @@ from typing import Any
 
 import pytest
 
-from tests.data import CONFORMANCE, SHARED, read_jsonl
+from tests.data import CONFORMANCE, read_jsonl
 from tests.render.conformance_helpers import assert_same_messages
-from tests.unavailable import not_beside_this_checkout
 from worker.render.renderer import Renderer
 
 CASES = list(read_jsonl(CONFORMANCE / "families.jsonl"))
@@ -36,10 +35,3 @@ def test_family_case_matches_byte_for_byte(
     assert_same_messages(outcome.messages, case["expected_messages"])
     # The bytes on the wire carry the same text (orjson round trip).
     assert json.loads(outcome.body)["messages"] == case["expected_messages"]
-
-
-def test_vendored_vectors_equal_the_shared_reference() -> None:
-    shared = SHARED / "conformance"
-    not_beside_this_checkout(shared)
-    vendored = (CONFORMANCE / "families.jsonl").read_bytes()
-    assert vendored == (shared / "families.jsonl").read_bytes()

@@ -49,6 +49,39 @@ def test_unknown_fields_are_ignored(renderer: Renderer) -> None:
     )
     assert extended["status"] == "ok"
     assert extended["messages"] == plain["messages"]
+    assert plain["meta"]["warnings"] == []
+    # Only the job's own members are named; a nested one is not.
+    assert extended["meta"]["warnings"] == ["unknown member 'future_field' of the job is ignored"]
+
+
+def test_a_misspelt_member_is_named_with_the_nearest_known_one(renderer: Renderer) -> None:
+    tools = [{"name": "kubectl_get", "description": "Reads a Kubernetes resource."}]
+    spelt = render(renderer, react(tools=tools))
+    misspelt = render(renderer, react(tols=tools))
+    assert misspelt["status"] == "ok"
+    assert misspelt["meta"]["warnings"] == [
+        "unknown member 'tols' of the job is ignored; did you mean 'tools'?"
+    ]
+    # Ignored, as the contract says: the prompt is the one without tools.
+    assert "kubectl_get" in spelt["messages"][1]["content"]
+    assert misspelt["messages"] == render(renderer, react())["messages"]
+
+
+def test_unknown_members_come_before_the_familys_warnings(renderer: Renderer) -> None:
+    job = react(stgae={}, stage={"mcp_servers": ["nowhere"]})
+    assert render(renderer, job)["meta"]["warnings"] == [
+        "unknown member 'stgae' of the job is ignored; did you mean 'stage'?",
+        "MCP server 'nowhere' is not in the MCP server registry; its instructions are left out",
+    ]
+
+
+def test_many_unknown_members_are_named_up_to_ten_then_counted(renderer: Renderer) -> None:
+    job = react(**{f"future_{n:02}": n for n in range(25)})
+    warnings = render(renderer, job)["meta"]["warnings"]
+    assert warnings[:10] == [
+        f"unknown member 'future_{n:02}' of the job is ignored" for n in range(10)
+    ]
+    assert warnings[10:] == ["15 more unknown members are ignored"]
 
 
 def test_unreadable_bytes_are_invalid_json_with_null_job_id(renderer: Renderer) -> None:
@@ -57,6 +90,30 @@ def test_unreadable_bytes_are_invalid_json_with_null_job_id(renderer: Renderer) 
     assert reply["job_id"] is None
     assert reply["error"]["code"] == "invalid_json"
     assert "not valid JSON" in reply["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"nulx", "unquoted text that is not true, false or null (line 1, column 1)"),
+        (b"hello", "unexpected 'h', expected a JSON value (line 1, column 1)"),
+        (
+            b'{"job_id": "j",\n "kind": ',
+            "the text ends before the JSON value does (line 2, column 10)",
+        ),
+        (b'{"job_id": "j"} {}', "more text after the JSON value (line 1, column 17)"),
+        (b'{"job_id": "j",}', "a comma before a closing bracket (line 1, column 15)"),
+        (b"{'single': 1}", 'unexpected "\'", expected a string key (line 1, column 2)'),
+        (b"\xff", "bytes that are not UTF-8 text (line 1, column 1)"),
+        (b"", "the text is empty"),
+    ],
+)
+def test_invalid_json_says_why_in_a_users_words(
+    renderer: Renderer, body: bytes, message: str
+) -> None:
+    error = render(renderer, body)["error"]
+    assert error["code"] == "invalid_json"
+    assert error["message"] == f"body is not valid JSON: {message}"
 
 
 @pytest.mark.parametrize("body", [b"\xff\xfe\x00", b"NaN", b"", b"{'single': 1}"])

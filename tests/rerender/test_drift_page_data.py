@@ -129,7 +129,19 @@ def test_the_page_counts_are_the_drift_reports(review_run: ReviewRun) -> None:
     data = page_data(run.html)
     report = run.report
     assert data["totals"] == report["totals"]
-    assert data["by_kind"] == report["by_kind"]
+    # By kind, the page counts jobs as its header does: the report's rows less the bad
+    # lines (lines 6 and 31 have no kind, line 32 is a react job with unreadable
+    # messages; the two jobs of a kind that no longer exists stay).
+    expected = {kind: dict(row) for kind, row in report["by_kind"].items()}
+    expected["(unknown)"]["records"] -= 2
+    expected["(unknown)"]["error"] -= 2
+    for column in ("records", "error", "drift_error"):
+        expected["react"][column] -= 1
+    assert data["by_kind"] == expected
+    totals = data["totals"]
+    assert sum(row["records"] for row in data["by_kind"].values()) == (
+        totals["records"] - totals["bad_lines"]
+    )
     assert data["errors_by_code"] == report["errors_by_code"]
     assert data["lines"] == sum(1 for _ in run.input.open("rb"))
     assert data["partial"] is False and data["notes"] == []
@@ -301,6 +313,34 @@ def test_files_that_are_not_a_runs_input_and_output_are_refused(
     assert main(["report", str(tmp_path / "missing"), str(run.output), "--html", html]) == 2
     assert capsys.readouterr().err.endswith("missing: no such file\n")
     assert not Path(html).exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        # No line of it ends: each is the whole file, not a record cut short.
+        (b'{"job_id": "a", "kind": "react"}', "line 1 is not a rerender record"),
+        (b"# notes, not a run's output", "line 1 is not a rerender record"),
+        (b"", "is empty: it holds no rerender record"),
+    ],
+    ids=["one-json-object", "text", "empty"],
+)
+def test_a_file_that_is_not_a_runs_output_is_not_an_interrupted_run(
+    review_run: ReviewRun,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes,
+    why: str,
+) -> None:
+    run, _ = review_run
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(content)
+    html = tmp_path / "page.html"
+    assert main(["report", str(run.input), str(other), "--html", str(html)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"prompt-worker report: {other}") and why in err, err
+    assert "interrupted" not in err
+    assert not html.exists()
 
 
 def test_rerender_refuses_an_impossible_html_target_before_running(

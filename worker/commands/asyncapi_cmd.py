@@ -1,4 +1,4 @@
-"""`prompt-worker asyncapi`: print, write or check the AsyncAPI document.
+"""Print, write or check the AsyncAPI document.
 
 The document (schemas/asyncapi.yaml) describes the worker's queues and messages for
 producers: AMQP bindings with the exact queue arguments, and the job and reply payload

@@ -1,4 +1,4 @@
-"""`prompt-worker mask`: show what the masking stage would remove from a text.
+"""Show what the masking stage would remove from a text.
 
 For operators tuning `masking:` in worker.yaml. Reads a text (a file, or - for stdin),
 masks it as the worker masks every outside-world field of a job, and prints the masked

@@ -1,4 +1,4 @@
-"""`prompt-worker render`: the embedded, broker-free way to run the builder.
+"""The embedded, broker-free way to run the builder.
 
 Input is one JSON job (possibly pretty-printed) or JSON Lines, one job a line; output
 is one reply a line, in input order. A bad line gets an error reply and rendering goes

@@ -1,4 +1,4 @@
-"""`prompt-worker replay-dead`: move dead-lettered jobs back to the request queue.
+"""Move dead-lettered jobs back to the request queue.
 
 Each job is published to the request queue with publisher confirms, then removed from
 the dead-letter queue; a failure leaves it where it was. Only the jobs present at the

@@ -1,4 +1,4 @@
-"""`prompt-worker report`: the drift page of a finished (or interrupted) rerender run.
+"""The drift page of a finished (or interrupted) rerender run.
 
 Builds from the run's INPUT and OUTPUT files the same self-contained HTML page that
 `prompt-worker rerender --html` writes at the end of a run: a summary of drift by kind,

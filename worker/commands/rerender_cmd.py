@@ -1,4 +1,4 @@
-"""`prompt-worker rerender`: what would the pipeline send now for past sessions?
+"""What would the pipeline send now for past sessions?
 
 Each input line is a job, or {"job": {...}, "messages": [...]} where "messages" (or
 "expected_messages") is what was sent before. Output line N answers input line N: the

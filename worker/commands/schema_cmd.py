@@ -1,4 +1,4 @@
-"""`prompt-worker schema`: print (or write) the JSON Schema of the job or the reply.
+"""Print (or write) the JSON Schema of the job or the reply.
 
 The documents are generated from the wire-contract models; printing shows the copies
 shipped with the package, which tests keep equal to a fresh generation. --write
@@ -17,8 +17,31 @@ HELP = "print the JSON Schema of the job or the reply"
 SCHEMA_FILES = {"job": "job.schema.json", "reply": "reply.schema.json"}
 
 
+class _SchemaName(argparse.Action):
+    """Refuses an unknown name in words a user would write (argparse's own `choices`
+    error names the parser's variable: "argument which: invalid choice")."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        if values not in SCHEMA_FILES:
+            parser.error(f"unknown schema {values!r}: choose {' or '.join(sorted(SCHEMA_FILES))}")
+        setattr(namespace, self.dest, values)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("which", choices=sorted(SCHEMA_FILES), nargs="?", default="job")
+    parser.add_argument(
+        "which",
+        metavar="{" + ",".join(sorted(SCHEMA_FILES)) + "}",
+        nargs="?",
+        default="job",
+        action=_SchemaName,
+        help="which document (default: job)",
+    )
     parser.add_argument(
         "--write",
         metavar="DIR",

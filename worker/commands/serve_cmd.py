@@ -1,4 +1,4 @@
-"""`prompt-worker serve`: the RabbitMQ worker.
+"""The RabbitMQ worker.
 
 Consumes build-prompt jobs, publishes each reply (to `reply_to`, else the reply queue)
 and acknowledges the job once the broker confirmed the reply. Bad input gets an error

@@ -19,6 +19,7 @@ import orjson
 
 from schemas.job import Job, Tool
 from worker.render.catalogue import CATALOGUES
+from worker.render.json_words import json_error_words
 
 # Stands in for a known tool catalogue cut out of a body before parsing. Random per
 # process: finding it as the job's `tools` proves the cut was at the job's own key.
@@ -35,7 +36,7 @@ def load_json(body: bytes | str) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise ValueError(str(exc)) from None
+        raise ValueError(json_error_words(exc)) from None
 
 
 # Families whose seeds define text with Python semantics (`str(value)`): for them an

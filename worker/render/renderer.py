@@ -24,6 +24,7 @@ from worker.render.cache import cache_meta, estimate_cache_meta
 from worker.render.catalogue import CATALOGUES
 from worker.render.config import WorkerConfig
 from worker.render.decode import load_body, validate_job
+from worker.render.members import unknown_member_warnings
 from worker.render.replies import (
     DEFAULT_MAX_MESSAGE_BYTES,
     RenderOutcome,
@@ -46,6 +47,8 @@ class ParsedJob:
     job: Job
     masked: dict[str, int]  # what masking removed, by detector
     masking_seconds: float
+    # Sentences for `meta.warnings` about the job itself (its unknown members).
+    warnings: list[str]
 
 
 class Renderer:
@@ -111,7 +114,7 @@ class Renderer:
         problems = kind_rule_violations(job)
         if problems:
             return invalid_job(problems, job.job_id, job.kind.value, size)
-        return ParsedJob(job, masked, masking_seconds)
+        return ParsedJob(job, masked, masking_seconds, unknown_member_warnings(data))
 
     def render(self, body: bytes | str) -> RenderOutcome:
         """Render one job body into a reply body. Never raises."""
@@ -126,15 +129,22 @@ class Renderer:
             )
         if isinstance(parsed, RenderOutcome):
             return parsed
-        outcome = self.render_job(parsed.job, parsed.masked, parsed.masking_seconds)
+        outcome = self.render_job(
+            parsed.job, parsed.masked, parsed.masking_seconds, parsed.warnings
+        )
         outcome.request_bytes = len(body)
         return outcome
 
     def render_job(
-        self, job: Job, masked: dict[str, int] | None = None, masking_seconds: float = 0.0
+        self,
+        job: Job,
+        masked: dict[str, int] | None = None,
+        masking_seconds: float = 0.0,
+        job_warnings: list[str] | None = None,
     ) -> RenderOutcome:
         """Render a validated job whose texts are already masked (`parse` masks them).
-        Never raises. `render_ms` counts the masking time as well as the building."""
+        Never raises. `render_ms` counts the masking time as well as the building;
+        `job_warnings` (from `parse`) come first in `meta.warnings`."""
         started = time.perf_counter()
         masked = {} if masked is None else masked
         budget_meta: dict[str, Any] | None = None
@@ -173,7 +183,7 @@ class Renderer:
             "render_ms": round(elapsed * 1000, 3),
             "prompt_chars": prompt_chars,
             "masked": masked,
-            "warnings": result.warnings,
+            "warnings": [*job_warnings, *result.warnings] if job_warnings else result.warnings,
         }
         if result.meta:
             meta.update(result.meta)

@@ -20,6 +20,7 @@ import orjson
 
 from schemas.codes import ErrorCode
 from schemas.job import KIND_ALIASES, Kind
+from worker.render.json_words import json_error_words
 
 BLOCK_BYTES = 1 << 20
 PRIOR_KEYS = ("messages", "expected_messages")
@@ -200,7 +201,7 @@ def parse_line(raw: bytes, default_budget: dict[str, Any] | None = None) -> Line
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        return _bad(ErrorCode.INVALID_JSON, f"not valid JSON: {exc}")
+        return _bad(ErrorCode.INVALID_JSON, f"not valid JSON: {json_error_words(exc)}")
     if not isinstance(data, dict):
         return _bad(ErrorCode.INVALID_JOB, f"not a JSON object (a {type(data).__name__})")
     if "job" in data and "kind" not in data:

@@ -157,6 +157,15 @@ class RenderPool:
         if self._replacing is not None:
             self._replacing.cancel()
             self._replacing = None
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        # The worker is stopping: a job still rendering was given up by the drain (the
+        # broker redelivers it), so the helper is killed rather than awaited.
+        for process in list((executor._processes or {}).values()):
+            process.kill()
+        # Waited for (briefly: the helper is dead): the pool's manager thread closes its
+        # wake-up pipe as it finishes, and the interpreter's exit hook writes to that
+        # pipe, so a thread still finishing at exit made Python print `OSError: [Errno 9]
+        # Bad file descriptor` after the worker had stopped.
+        executor.shutdown(wait=True, cancel_futures=True)

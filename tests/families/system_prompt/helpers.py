@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.job import Job
+from tests.families.seed_text import seed_003_tiers
 from worker.families.base import BuildResult, RenderContext
 from worker.families.system_prompt.builder import FAMILY, prepare
 from worker.render.config import WorkerConfig, parse_config
@@ -13,8 +14,8 @@ REPO = Path(__file__).resolve().parents[3]
 BUNDLED_DIR = REPO / "worker" / "templates" / "system_prompt"
 MODES = ("assistant", "developer", "planning", "debugger", "user")
 TIERS = (1, 2, 3, 4, 5)
-# CONTRACT.md §10, written out here rather than imported from the code under test.
-BUDGETS = {1: 200, 2: 500, 3: 1000, 4: 1500, 5: 1500}
+# Seed 003's tier table, rather than anything of the code under test.
+BUDGETS = {tier: budget for tier, (_, budget) in seed_003_tiers().items()}
 
 
 def job(payload: dict[str, Any], **fields: Any) -> dict[str, Any]:

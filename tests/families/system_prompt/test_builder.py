@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from tests.families.seed_text import seed_003_assembly_order
 from tests.families.system_prompt.helpers import build, bundled, system_text
 from worker.errors import ConfigError
 from worker.families.system_prompt.builder import prepare
@@ -41,9 +42,18 @@ def test_sections_come_in_seed_order_joined_by_a_blank_line(marked: dict[str, An
         "skills": ["skill-b", "skill-a"],
         "additional_instructions": "EXTRA\n",
     }
-    assert system_text(build(payload, marked)) == "\n\n".join(
-        ["TEMPLATE", "MANDATES", GOAL_BLOCK, "SKILL B", "SKILL A", "SANITY", "EXTRA"]
-    )
+    # Each section of seed 003's assembly order, as the markers above make it.
+    sections = {
+        "Core Mandates": ["MANDATES"],
+        "Active Goals": [GOAL_BLOCK],
+        "Active Skills": ["SKILL B", "SKILL A"],
+        "Sanity Checks": ["SANITY"],
+        "Additional Instructions": ["EXTRA"],
+    }
+    order = seed_003_assembly_order()
+    assert sorted(order) == sorted(sections)
+    expected = ["TEMPLATE"] + [text for name in order for text in sections[name]]
+    assert system_text(build(payload, marked)) == "\n\n".join(expected)
 
 
 def test_empty_sections_are_left_out(marked: dict[str, Any]) -> None:

@@ -3,10 +3,12 @@
 from typing import Any
 
 from schemas.system_prompt import Goal
+from tests.families.seed_text import seed_003_goal_block
 from tests.families.system_prompt.helpers import build, system_text
 from worker.families.system_prompt.goal import render_goal
 
-# Seed 003's own example, "Goal in System Prompt".
+# Seed 003's own example, "Goal in System Prompt": the goal here, the block as the seed
+# prints it (tests/families/seeds/).
 SEED_GOAL: dict[str, Any] = {
     "description": "Implement user authentication system",
     "priority": "high",
@@ -30,27 +32,7 @@ SEED_GOAL: dict[str, Any] = {
     ],
 }
 
-SEED_BLOCK = """\
-CURRENT GOAL: Implement user authentication system
-Priority: High
-Status: Active
-
-Checkpoints:
-✅ 1. Design authentication flow
-✅ 2. Implement login endpoint
-🔄 3. Add JWT token generation (IN PROGRESS)
-⏳ 4. Create user registration
-⏳ 5. Add password hashing
-
-Key Decisions:
-🔒 Use JWT for authentication (locked)
-🔒 Store tokens in httpOnly cookies (locked)
-- Use bcrypt for password hashing
-
-Artifacts:
-- Created: src/auth/login.ts
-- Created: src/auth/jwt.ts
-- Modified: src/routes/api.ts"""
+SEED_BLOCK = seed_003_goal_block()
 
 
 def goal(data: dict[str, Any]) -> Goal:

@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schemas.system_prompt import Goal
-from tests.families.system_prompt.helpers import BUDGETS, REPO, build, job
+from tests.families.seed_text import seed_003_assembly_order
+from tests.families.system_prompt.helpers import BUDGETS, REPO, job
 from worker.families.system_prompt.goal import render_goal
-from worker.render.config import load_config
+from worker.render.config import load_config, parse_config
 from worker.render.renderer import Renderer
 
 EXAMPLES = REPO / "examples"
@@ -45,9 +46,37 @@ def test_an_ok_reply_carries_the_system_message_and_tier_meta(plain: Renderer) -
     assert meta["warnings"] == ["skill 'ghost' is not in the prompt registry; skipped"]
 
 
-def test_the_reply_equals_the_family_output_when_no_contributor_applies(plain: Renderer) -> None:
-    payload = {"mode": "debugger", "tier": 4, "goal": {"description": "G"}}
-    assert reply(plain, job(payload))["messages"] == build(payload).messages
+def test_the_reply_is_the_system_message_in_the_seeds_order(tmp_path: Path) -> None:
+    """Through the whole render path, every section a marker (independent of the bundled
+    text), in seed 003's assembly order after the mode's template."""
+    (tmp_path / "debugger").mkdir()
+    (tmp_path / "debugger" / "tier4.md").write_text("TEMPLATE\n", encoding="utf-8")
+    config = {
+        "templates_dir": str(tmp_path),
+        "prompts": [
+            {"id": "core-mandates", "name": "m", "content": "MANDATES"},
+            {"id": "sanity-reality-check", "name": "s", "content": "SANITY"},
+            {"id": "skill-a", "name": "A", "content": "SKILL A"},
+        ],
+    }
+    payload = {
+        "mode": "debugger",
+        "tier": 4,
+        "goal": {"description": "G"},
+        "skills": ["skill-a"],
+        "additional_instructions": "EXTRA",
+    }
+    body = reply(Renderer(parse_config(config)), job(payload))
+    sections = {
+        "Core Mandates": "MANDATES",
+        "Active Goals": "CURRENT GOAL: G\nPriority: Medium\nStatus: Active",
+        "Active Skills": "SKILL A",
+        "Sanity Checks": "SANITY",
+        "Additional Instructions": "EXTRA",
+    }
+    expected = "\n\n".join(["TEMPLATE"] + [sections[name] for name in seed_003_assembly_order()])
+    assert body["messages"] == [{"role": "system", "content": expected}]
+    assert body["meta"]["warnings"] == []
 
 
 @pytest.mark.parametrize(
@@ -94,10 +123,16 @@ def test_the_kind_needs_its_payload_and_the_payload_its_kind(plain: Renderer) ->
 
 
 def test_unknown_payload_fields_are_ignored(plain: Renderer) -> None:
+    known = {"tier": 1, "goal": {"description": "g"}}
     body = reply(
         plain, job({"tier": 1, "temperature": 0.2, "goal": {"description": "g", "owner": "x"}})
     )
     assert body["status"] == "ok"
+    # The same prompt as without them, and (inside the payload) nothing to warn about.
+    assert body["messages"] == reply(plain, job(known))["messages"]
+    assert "CURRENT GOAL: g\n" in body["messages"][0]["content"]
+    assert "owner" not in body["messages"][0]["content"]
+    assert body["meta"]["warnings"] == []
 
 
 # ---- the example configuration --------------------------------------------------------

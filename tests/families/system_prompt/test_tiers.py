@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests.families.seed_text import seed_003_tiers
 from tests.families.system_prompt.helpers import BUDGETS, build
 from worker.families.system_prompt.tiers import estimate_tokens, tier_for_context
 
@@ -28,6 +29,18 @@ def test_context_window_selects_the_tier(context_tokens: int, tier: int) -> None
     meta = build({"context_tokens": context_tokens}).meta
     assert meta["tier"] == tier
     assert meta["budget_tokens"] == BUDGETS[tier]
+
+
+@pytest.mark.parametrize(
+    ("tier", "context_tokens"),
+    [(tier, size) for tier, (sizes, _) in seed_003_tiers().items() for size in sizes],
+)
+def test_each_context_size_of_the_seeds_table_gets_its_tier(tier: int, context_tokens: int) -> None:
+    assert build({"context_tokens": context_tokens}).meta["tier"] == tier
+
+
+def test_the_seeds_table_has_five_tiers() -> None:
+    assert sorted(seed_003_tiers()) == [1, 2, 3, 4, 5]
 
 
 @pytest.mark.parametrize("tier", [1, 2, 3, 4, 5])

@@ -121,6 +121,9 @@ class PageCollector:
     def __init__(self, limits: PageLimits | None = None) -> None:
         self.limits = limits or PageLimits()
         self.tally = Tally()
+        # The records of jobs, bad lines apart: the by-kind table counts jobs, as the
+        # page's header does.
+        self.jobs = Tally()
         self.lines = 0
         self.changes: dict[tuple[str, str], _Group] = {}
         self.errors: dict[tuple[str, str, str], _Group] = {}
@@ -161,6 +164,8 @@ class PageCollector:
                 "`prompt-worker rerender --out` wrote?"
             )
         self.tally.add(record, number)
+        if not record.get("bad_line"):
+            self.jobs.add(record, number)
         kind = _kind(record.get("kind"))
         meta = record.get("meta")
         if record.get("status") == "ok" and isinstance(meta, dict):
@@ -301,7 +306,7 @@ class PageCollector:
             "totals": counts,
             "errors_by_code": errors_by_code(self.tally),
             "job_errors_by_code": dict(sorted(self.error_codes.items())),
-            "by_kind": by_kind(self.tally),
+            "by_kind": by_kind(self.jobs),
             "versions": {
                 "before": self._versions(self.before),
                 "after": self._versions(self.after),
@@ -450,6 +455,7 @@ def collect(
             for number, raw_out in enumerate(output, 1):
                 raw_in = source.readline()
                 if not raw_out.endswith(b"\n"):
+                    _check_torn(raw_out, number, where)
                     torn = True  # a run killed mid-write: --resume cuts this line off
                     break
                 if not raw_in:
@@ -459,6 +465,10 @@ def collect(
                     )
                 collector.add(number, raw_in, raw_out, where)
             partial = torn or bool(source.readline())
+            if collector.lines == 0 and partial and not torn:
+                # Nothing says this is a run's output, nor which run: refused, not shown
+                # as a run interrupted before its first record.
+                raise PageError(f"{where} is empty: it holds no rerender record of {input_path}")
     except FileNotFoundError as exc:
         raise PageError(f"{exc.filename}: no such file") from None
     except IsADirectoryError as exc:
@@ -466,3 +476,24 @@ def collect(
     except OSError as exc:
         raise PageError(f"{exc.filename or where}: cannot read: {exc.strerror}") from None
     return collector.data(input_name=str(input_path), output_name=where, partial=partial)
+
+
+def _check_torn(raw_out: bytes, number: int, where: str) -> None:
+    """Refuse a last line without its newline unless it can be a record cut short.
+
+    A run killed mid-write leaves the start of a record (a JSON object, cut anywhere);
+    a line that is whole JSON but no record, or does not start as one, means the file
+    is something else, and calling it an interrupted run would mislead.
+    """
+    try:
+        record = orjson.loads(raw_out)
+    except orjson.JSONDecodeError:
+        if raw_out.startswith(b'{"'):
+            return
+    else:
+        if isinstance(record, dict) and "status" in record:
+            return
+    raise PageError(
+        f"{where}: line {number:,} is not a rerender record: is this what "
+        "`prompt-worker rerender --out` wrote?"
+    )
