@@ -19,6 +19,7 @@ from worker.errors import ConfigError
 
 if TYPE_CHECKING:
     from worker.render.config import WorkerConfig
+    from worker.render.renderer import Renderer
     from worker.transport.settings import Settings
 
 USAGE_ERROR = 2
@@ -31,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     settings.add_arguments(parser)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, renderer_class: "type[Renderer] | None" = None) -> int:
+    """Serve with `args`; `renderer_class` (a `Renderer` subclass) is for tests only."""
     from worker.ops.logs import configure_logging
     from worker.render.config import load_config
     from worker.transport.event_loop import EventLoopUnavailable, loop_factory, run_on
@@ -56,10 +58,12 @@ def run(args: argparse.Namespace) -> int:
         return USAGE_ERROR
     if settings.processes > 1:
         return Supervisor(settings).run()
-    return run_on(factory, serve(settings, config))
+    return run_on(factory, serve(settings, config, renderer_class))
 
 
-async def serve(settings: "Settings", config: "WorkerConfig") -> int:
+async def serve(
+    settings: "Settings", config: "WorkerConfig", renderer_class: "type[Renderer] | None" = None
+) -> int:
     """Run one worker process until signalled; its exit code."""
     import asyncio
     import signal
@@ -80,7 +84,7 @@ async def serve(settings: "Settings", config: "WorkerConfig") -> int:
         # always right, the fast one only quicker.
         log.warning("amqp_codec_unavailable", wanted=settings.amqp_codec, using=codec)
     metrics = Metrics(__version__)
-    renderer = Renderer(config, max_message_bytes=settings.max_message_bytes)
+    renderer = (renderer_class or Renderer)(config, max_message_bytes=settings.max_message_bytes)
     worker = Worker(settings, renderer, metrics)
 
     signals = 0

@@ -20,24 +20,31 @@ turn (or for a replacement helper to start) never counts against a job's deadlin
 """
 
 import asyncio
+import contextlib
 import multiprocessing
+import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.queues import SimpleQueue
 
 from worker.ops.logs import format_exception, payload_logging_enabled
 from worker.render.config import WorkerConfig
 from worker.render.renderer import Renderer
 from worker.render.replies import RenderOutcome
-from worker.transport import faults
 from worker.transport.process import die_with_parent
 
 _renderer: Renderer | None = None
 _trace_messages = False
-_faults = False
 
 
-def _init_helper(config: WorkerConfig, max_message_bytes: int, trace_messages: bool) -> None:
+def _init_helper(
+    config: WorkerConfig,
+    max_message_bytes: int,
+    trace_messages: bool,
+    renderer_class: type[Renderer] = Renderer,
+    started: "SimpleQueue[int] | None" = None,
+) -> None:
     # The worker decides when to stop; a Ctrl-C reaching the whole process group must
     # not kill renders the worker is still waiting for.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -45,16 +52,16 @@ def _init_helper(config: WorkerConfig, max_message_bytes: int, trace_messages: b
     # SIGKILL, as SIGTERM is ignored: a helper whose worker died has nothing to finish.
     parent = multiprocessing.parent_process()
     die_with_parent(signal.SIGKILL, parent.pid if parent is not None else None)
-    global _renderer, _trace_messages, _faults
+    global _renderer, _trace_messages
     _trace_messages = trace_messages
-    _faults = faults.enabled()
-    _renderer = Renderer(config, max_message_bytes=max_message_bytes)
+    _renderer = renderer_class(config, max_message_bytes=max_message_bytes)
+    if started is not None:
+        # Tells the worker which process to kill should a render overrun its deadline.
+        started.put(os.getpid())
 
 
 def _render_in_helper(body: bytes) -> tuple[RenderOutcome, str | None]:
     assert _renderer is not None, "helper process not initialised"
-    if _faults:
-        faults.inject(body)
     outcome = _renderer.render(body)
     trace = None
     if outcome.exception is not None:
@@ -75,13 +82,27 @@ class RenderTimedOut(Exception):
 
 
 class RenderPool:
-    """Helper processes holding their own `Renderer`, started lazily, replaced when broken."""
+    """Helper processes holding their own `Renderer`, started lazily, replaced when broken.
 
-    def __init__(self, config: WorkerConfig, max_message_bytes: int, processes: int = 1) -> None:
+    `renderer_class` is what each helper renders with: the worker's own class, so that a
+    renderer given to the worker renders the same in its helpers (it must be importable
+    by name, as the helpers are spawned).
+    """
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        max_message_bytes: int,
+        processes: int = 1,
+        renderer_class: type[Renderer] = Renderer,
+    ) -> None:
         self.config = config
+        self.renderer_class = renderer_class
         self.max_message_bytes = max_message_bytes
         self.processes = processes
         self._executor: ProcessPoolExecutor | None = None
+        # Each executor's helpers put their pid here as they start.
+        self._helper_pids: dict[ProcessPoolExecutor, SimpleQueue[int]] = {}
         # Created on first use, inside the event loop that will wait on it.
         self._turns: asyncio.Semaphore | None = None
         self._replacing: asyncio.Task[bool] | None = None
@@ -91,12 +112,21 @@ class RenderPool:
         if self._executor is None:
             # spawn, not fork: the worker has threads and an event loop that a forked
             # child must not inherit.
+            context = multiprocessing.get_context("spawn")
+            started: SimpleQueue[int] = context.SimpleQueue()
             self._executor = ProcessPoolExecutor(
                 self.processes,
-                mp_context=multiprocessing.get_context("spawn"),
+                mp_context=context,
                 initializer=_init_helper,
-                initargs=(self.config, self.max_message_bytes, payload_logging_enabled()),
+                initargs=(
+                    self.config,
+                    self.max_message_bytes,
+                    payload_logging_enabled(),
+                    self.renderer_class,
+                    started,
+                ),
             )
+            self._helper_pids[self._executor] = started
         return self._executor
 
     async def warm_up(self) -> bool:
@@ -108,6 +138,7 @@ class RenderPool:
             await self.render(b"{}")
         except Exception:  # RenderProcessDied, or spawning failed (e.g. out of memory)
             if self._executor is not None:
+                self._helper_pids.pop(self._executor, None)
                 self._executor.shutdown(wait=False, cancel_futures=True)
                 self._executor = None
             return False
@@ -140,10 +171,13 @@ class RenderPool:
 
     def _discard(self, executor: ProcessPoolExecutor, *, kill: bool = False) -> None:
         """Drop a helper that overran or died, and start its replacement now."""
-        if kill:
-            # None once the executor is shut down (its processes are then on their way out).
-            for process in list((executor._processes or {}).values()):
-                process.kill()
+        started = self._helper_pids.pop(executor, None)
+        if kill and started is not None:
+            # Every helper of this executor: the one rendering the job and any idle one
+            # (with a single helper, as the worker runs, that is the same process).
+            while not started.empty():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(started.get(), signal.SIGKILL)
         if self._executor is executor:
             self._executor = None
             executor.shutdown(wait=False, cancel_futures=True)
