@@ -139,7 +139,7 @@ def test_the_job_line_holds_facts_not_payload(level: str) -> None:
     assert outcome.ok
 
     delivery = _delivery(body)
-    worker.deliveries.log_job(delivery, Decision(outcome, "ack", offloaded=False), "acked")
+    worker.deliveries.report.log_job(delivery, Decision(outcome, "ack", offloaded=False), "acked")
 
     [line] = lines(stream)
     assert line["event"] == "job"
@@ -164,7 +164,7 @@ def test_an_unknown_kind_is_not_echoed_into_logs() -> None:
     body = orjson.dumps({"job_id": "j-2", "kind": CANARY})
     outcome = renderer.render(body)
     delivery = _delivery(body)
-    worker.deliveries.log_job(
+    worker.deliveries.report.log_job(
         delivery, Decision(outcome, "dead_letter", offloaded=False), "dead_lettered"
     )
     [line] = lines(stream)

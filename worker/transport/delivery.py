@@ -29,7 +29,9 @@ When the reply cannot be delivered:
   so new deliveries wait, untouched, until it unblocks (`worker.transport.flow`).
 
 The job code (`worker.render.renderer`) never sees the transport; this module never looks
-inside a job beyond the facts `RenderOutcome` hands it. Deliveries arrive as aiormq's
+inside a job beyond the facts `RenderOutcome` hands it, and makes no reply itself: when
+it cannot send a render's own reply (too large for the broker, no render on any delivery,
+a bug) it asks `render.replies.failure_reply` for one, with the reason. Deliveries arrive as aiormq's
 `DeliveredMessage`, replies are published with aiormq's `basic_publish` and jobs settled
 through `worker.transport.acks` (acknowledgements of one loop turn batched; requeues and
 dead-letterings, also those after a backoff, go through it, so no batched ack covers
@@ -49,17 +51,15 @@ from typing import Any, Literal, cast
 
 import aiormq
 import aiormq.abc
-import orjson
 from aiormq.abc import DeliveredMessage
 from aiormq.exceptions import DeliveryError, PublishError
 from pamqp.commands import Basic
 from structlog.typing import FilteringBoundLogger
 
-from schemas.codes import ErrorCode
 from worker.ops.logs import format_exception, payload_logging_enabled
 from worker.ops.metrics import Metrics, kind_label
 from worker.render.renderer import Renderer
-from worker.render.replies import RenderOutcome, error_reply, peek_identity
+from worker.render.replies import Failure, RenderOutcome, failure_reply
 from worker.transport.acks import AcksNotSent, BatchedAcks
 from worker.transport.backpressure import ReplyBackpressure
 from worker.transport.deadline import EventLoopSlice, SliceOverrun
@@ -74,9 +74,6 @@ from worker.transport.settings import Settings
 # (never longer than the render deadline itself): far above a typical job's render,
 # short enough that the jobs waiting behind it hardly notice.
 EVENT_LOOP_SLICE = 0.5
-# A job whose render timed out is answered with its job id when the body is small
-# enough to read again on the event loop at no real cost.
-PEEK_IDENTITY_BYTES = 1024 * 1024
 # After the default reply queue could not be declared again (e.g. no configure
 # permission), unroutable replies are dead-lettered for this long without trying again:
 # each failed declaration closes the channel, and with it every job in flight on it.
@@ -164,6 +161,7 @@ class DeliveryPath:
         self.flow = flow
         self.log = log
         self.backpressure = backpressure
+        self.report = JobReport(metrics, log)
         self.slice = EventLoopSlice(min(EVENT_LOOP_SLICE, settings.render_timeout))
         self.budget = ByteBudget(settings.max_inflight_bytes)
         metrics.track_in_flight_bytes(lambda: self.budget.used, lambda: self.budget.peak)
@@ -265,27 +263,19 @@ class DeliveryPath:
             outcome, trace, offloaded = await self._render(body, delivery.attempt)
         except RenderProcessDied as exc:
             return self._retry_or_answer(
-                delivery,
-                Retry(f"render helper died: {exc}"),
-                ErrorCode.INTERNAL,
-                "the render process died on every attempt at this job",
+                delivery, Retry(f"render helper died: {exc}"), Failure.RENDER_PROCESS_DIED
             )
         except RenderTimedOut as exc:
             self.metrics.render_timeout("helper")
             return self._retry_or_answer(
-                delivery,
-                Retry(f"render helper killed: {exc}"),
-                ErrorCode.RENDER_TIMEOUT,
-                f"rendering took longer than {self.settings.render_timeout:g} s "
-                "on every attempt at this job",
+                delivery, Retry(f"render helper killed: {exc}"), Failure.RENDER_TIMEOUT
             )
         except Exception as exc:  # a bug in the render path, outside the renderer's guard
             return self._retry_or_answer(
                 delivery,
                 Retry(f"render failed: {exc!r}", backoff=backoff(delivery.attempt)),
-                ErrorCode.INTERNAL,
-                f"internal error while handling the job: {type(exc).__name__}",
-                trace=format_exception(exc),
+                Failure.HANDLER_BUG,
+                error=exc,
             )
         return Decision(outcome, "ack" if outcome.ok else "dead_letter", offloaded, trace)
 
@@ -293,29 +283,22 @@ class DeliveryPath:
         self,
         delivery: Delivery,
         again: Retry,
-        code: ErrorCode,
-        message: str,
-        trace: str | None = None,
+        reason: Failure,
+        error: BaseException | None = None,
     ) -> Decision:
         """Requeue a job that failed for want of a render; on the last delivery the
-        queue allows, answer it with an error and dead-letter it instead, rather than
-        let the broker dead-letter it without a reply."""
+        queue allows, answer it with the render side's error reply for `reason` and
+        dead-letter it instead, rather than let the broker dead-letter it unanswered."""
+        trace = format_exception(error) if error is not None else None
         if delivery.attempt < self.topology.delivery_limit:
             return Decision(None, "requeue", offloaded=True, trace=trace, retry=again)
-        body = delivery.message.body
-        job_id, kind = self._identity(body)
-        outcome = error_reply(code, message, job_id=job_id, kind=kind, request_bytes=len(body))
+        outcome = failure_reply(
+            reason,
+            delivery.message.body,
+            render_timeout=self.settings.render_timeout,
+            error=error,
+        )
         return Decision(outcome, "dead_letter", offloaded=True, trace=trace)
-
-    @staticmethod
-    def _identity(body: bytes) -> tuple[str | None, str | None]:
-        """The job id and kind of a body that could not be rendered, if cheap to read."""
-        if len(body) > PEEK_IDENTITY_BYTES:
-            return None, None
-        try:
-            return peek_identity(orjson.loads(body))
-        except orjson.JSONDecodeError:
-            return None, None
 
     async def _render(self, body: bytes, attempt: int) -> tuple[RenderOutcome, str | None, bool]:
         """The outcome, the trace of an internal error, and whether it was offloaded."""
@@ -349,14 +332,11 @@ class DeliveryPath:
         if len(outcome.body) > self.reply_limit:
             # Refused by the broker it would close the channel, and come back again on
             # every delivery: answer with an error that fits, and keep the job.
-            outcome = error_reply(
-                ErrorCode.PAYLOAD_TOO_LARGE,
-                f"the reply of {len(outcome.body)} bytes exceeds the broker's limit of "
-                f"{self.reply_limit} bytes",
-                job_id=outcome.job_id,
-                kind=outcome.kind,
-                details=[{"field": "", "type": "reply_too_large", "message": "reply too large"}],
-                request_bytes=len(delivery.message.body),
+            outcome = failure_reply(
+                Failure.REPLY_TOO_LARGE,
+                delivery.message.body,
+                reply=outcome,
+                limit_bytes=self.reply_limit,
             )
             decision = replace(decision, outcome=outcome, settle="dead_letter")
         reply_to = delivery.reply_to
@@ -469,15 +449,15 @@ class DeliveryPath:
         retry = decision.retry
         if retry is not None:
             # Logged first, so that the line's duration is the job's, not the backoff's.
-            self.log_job(delivery, decision, retry.settled)
+            self.report.log_job(delivery, decision, retry.settled)
             if retry.backoff:
                 await asyncio.sleep(retry.backoff)
             await self._settle(delivery, "requeue")
             return
         settled = await self._settle(delivery, decision.settle)
         assert decision.outcome is not None
-        self._record(decision.outcome, len(delivery.message.body), delivery.received)
-        self.log_job(delivery, decision, settled)
+        self.report.record(decision.outcome, len(delivery.message.body), delivery.received)
+        self.report.log_job(delivery, decision, settled)
 
     async def _settle(self, delivery: Delivery, how: Settle) -> str:
         """Ack, dead-letter or requeue; what happened ("unsettled" if the channel is gone).
@@ -507,7 +487,15 @@ class DeliveryPath:
             self.log.warning("settle_failed", how=how, error=repr(exc))
             return "unsettled"
 
-    def _record(self, outcome: RenderOutcome, request_bytes: int, received: float) -> None:
+
+class JobReport:
+    """What one delivery leaves behind: its metrics and its one log line."""
+
+    def __init__(self, metrics: Metrics, log: FilteringBoundLogger) -> None:
+        self.metrics = metrics
+        self.log = log
+
+    def record(self, outcome: RenderOutcome, request_bytes: int, received: float) -> None:
         ok = outcome.ok
         self.metrics.job_done(
             kind_label(outcome.kind),
@@ -549,7 +537,7 @@ class DeliveryPath:
             fields["exception"] = decision.trace
         if payload_logging_enabled():
             fields["request"] = message.body[:DEBUG_PAYLOAD_CHARS].decode("utf-8", "replace")
-        if outcome is not None and outcome.error_code == ErrorCode.INTERNAL.value:
+        if outcome is not None and outcome.internal_error:
             self.log.error("job", **fields)
         elif outcome is None or not outcome.ok or settled not in ("acked",):
             self.log.warning("job", **fields)

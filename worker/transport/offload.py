@@ -26,7 +26,6 @@ import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing.queues import SimpleQueue
 
 from worker.ops.logs import format_exception, payload_logging_enabled
 from worker.render.config import WorkerConfig
@@ -43,7 +42,6 @@ def _init_helper(
     max_message_bytes: int,
     trace_messages: bool,
     renderer_class: type[Renderer] = Renderer,
-    started: "SimpleQueue[int] | None" = None,
 ) -> None:
     # The worker decides when to stop; a Ctrl-C reaching the whole process group must
     # not kill renders the worker is still waiting for.
@@ -55,9 +53,6 @@ def _init_helper(
     global _renderer, _trace_messages
     _trace_messages = trace_messages
     _renderer = renderer_class(config, max_message_bytes=max_message_bytes)
-    if started is not None:
-        # Tells the worker which process to kill should a render overrun its deadline.
-        started.put(os.getpid())
 
 
 def _render_in_helper(body: bytes) -> tuple[RenderOutcome, str | None]:
@@ -82,7 +77,7 @@ class RenderTimedOut(Exception):
 
 
 class RenderPool:
-    """Helper processes holding their own `Renderer`, started lazily, replaced when broken.
+    """A helper process holding its own `Renderer`, started lazily, replaced when broken.
 
     `renderer_class` is what each helper renders with: the worker's own class, so that a
     renderer given to the worker renders the same in its helpers (it must be importable
@@ -93,16 +88,15 @@ class RenderPool:
         self,
         config: WorkerConfig,
         max_message_bytes: int,
-        processes: int = 1,
         renderer_class: type[Renderer] = Renderer,
     ) -> None:
         self.config = config
         self.renderer_class = renderer_class
         self.max_message_bytes = max_message_bytes
-        self.processes = processes
         self._executor: ProcessPoolExecutor | None = None
-        # Each executor's helpers put their pid here as they start.
-        self._helper_pids: dict[ProcessPoolExecutor, SimpleQueue[int]] = {}
+        # The pid of each executor's helper, asked of it before its first render: the
+        # process to kill should a render overrun its deadline.
+        self._helper_pids: dict[ProcessPoolExecutor, int] = {}
         # Created on first use, inside the event loop that will wait on it.
         self._turns: asyncio.Semaphore | None = None
         self._replacing: asyncio.Task[bool] | None = None
@@ -112,21 +106,17 @@ class RenderPool:
         if self._executor is None:
             # spawn, not fork: the worker has threads and an event loop that a forked
             # child must not inherit.
-            context = multiprocessing.get_context("spawn")
-            started: SimpleQueue[int] = context.SimpleQueue()
             self._executor = ProcessPoolExecutor(
-                self.processes,
-                mp_context=context,
+                1,  # one helper: the one process to kill on an overrun is known
+                mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_helper,
                 initargs=(
                     self.config,
                     self.max_message_bytes,
                     payload_logging_enabled(),
                     self.renderer_class,
-                    started,
                 ),
             )
-            self._helper_pids[self._executor] = started
         return self._executor
 
     async def warm_up(self) -> bool:
@@ -153,11 +143,15 @@ class RenderPool:
         `RenderProcessDied` when the helper died under the job.
         """
         if self._turns is None:
-            self._turns = asyncio.Semaphore(self.processes)
+            self._turns = asyncio.Semaphore(1)
         async with self._turns:
             executor = self._ensure()
             loop = asyncio.get_running_loop()
             try:
+                if executor not in self._helper_pids:
+                    # Once per helper, before its first render (and outside any deadline,
+                    # as the helper's start-up is): whom to kill for an overrun.
+                    self._helper_pids[executor] = await loop.run_in_executor(executor, os.getpid)
                 return await asyncio.wait_for(
                     loop.run_in_executor(executor, _render_in_helper, body), deadline
                 )
@@ -171,13 +165,10 @@ class RenderPool:
 
     def _discard(self, executor: ProcessPoolExecutor, *, kill: bool = False) -> None:
         """Drop a helper that overran or died, and start its replacement now."""
-        started = self._helper_pids.pop(executor, None)
-        if kill and started is not None:
-            # Every helper of this executor: the one rendering the job and any idle one
-            # (with a single helper, as the worker runs, that is the same process).
-            while not started.empty():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(started.get(), signal.SIGKILL)
+        pid = self._helper_pids.pop(executor, None)
+        if kill and pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         if self._executor is executor:
             self._executor = None
             executor.shutdown(wait=False, cancel_futures=True)
