@@ -110,3 +110,12 @@ async def test_a_lost_connection_releases_the_held_deliveries() -> None:
     flow.release("connection lost")
     await asyncio.wait_for(waiting, timeout=1)
     assert not flow.blocked
+
+
+async def test_a_refused_protocol_version_stops_the_tap() -> None:
+    # A broker that does not speak AMQP 0-9-1 answers with its protocol header, not
+    # frames: the tap reads nothing more on that connection rather than misread it.
+    flow = a_flow(Changes())
+    tap = flow.tap()
+    tap.feed(b"AMQP\x00\x00\x09\x01" + blocked("never read"))
+    assert tap.lost and not flow.blocked

@@ -48,7 +48,7 @@ class FrameTap:
     """Follows the frames of one connection's incoming bytes; calls `on_blocked(reason)`
     and `on_unblocked()` for the broker's `connection.blocked` / `unblocked`."""
 
-    __slots__ = ("_on_blocked", "_on_unblocked", "_pending", "_skip", "lost")
+    __slots__ = ("_on_blocked", "_on_unblocked", "_pending", "_skip", "lost", "started")
 
     def __init__(self, on_blocked: Callable[[str], None], on_unblocked: Callable[[], None]) -> None:
         self._on_blocked = on_blocked
@@ -58,37 +58,43 @@ class FrameTap:
         # Bytes that are not frames (an AMQP protocol header: the broker refused the
         # version): the tap stops following and sees nothing more on this connection.
         self.lost = False
+        self.started = False  # any bytes seen yet
 
     def feed(self, data: bytes) -> None:
+        # On every chunk the broker sends: kept to a header read per frame.
         if self.lost:
             return
         size = len(data)
-        if self._skip >= size:  # inside a large frame, the usual case for a big job
-            self._skip -= size
+        start = self._skip
+        if start >= size:  # inside a large frame, the usual case for a big job
+            self._skip = start - size
             return
-        start, self._skip = self._skip, 0
+        self._skip = 0
         if self._pending:
-            data, start = self._pending + data[start:], 0
-            size = len(data)
-            self._pending = b""
-        while start < size:
-            if size - start < _HEADER_BYTES:
-                self._pending = data[start:]
-                return
-            if data.startswith(b"AMQP", start):
+            if start:  # cannot be: a pending header leaves nothing to skip
                 self.lost = True
                 return
-            frame_type, channel, length = _HEADER.unpack_from(data, start)
+            data = self._pending + data
+            size = len(data)
+            self._pending = b""
+        elif start == 0 and data[:4] == b"AMQP" and not self.started:
+            self.lost = True  # the broker refused the protocol version: no frames follow
+            return
+        self.started = True
+        unpack = _HEADER.unpack_from
+        while start + _HEADER_BYTES <= size:
+            frame_type, channel, length = unpack(data, start)
             end = start + _HEADER_BYTES + length + _FRAME_END
-            if frame_type == _METHOD_FRAME and channel == 0:
+            if channel == 0 and frame_type == _METHOD_FRAME:
                 if end > size:
-                    self._pending = data[start:]
-                    return
+                    break  # kept whole in `_pending`, below
                 self._method(data[start + _HEADER_BYTES : end - _FRAME_END])
             elif end > size:
                 self._skip = end - size
                 return
             start = end
+        if start < size:
+            self._pending = data[start:]
 
     def _method(self, payload: bytes) -> None:
         if len(payload) < _METHOD_IDS.size:
