@@ -148,13 +148,13 @@ class BrokerLink:
             raise AccessRefused(describe(exc)) from exc
         await self.pause("broker_unreachable", tried, exc)
 
-    async def restore_refused(self, exc: BaseException) -> None:
+    async def restore_refused(self, exc: BaseException, **fields: str) -> None:
         """The connection was made but the broker refused the channel or topology on it
         (`exc`): log it and wait the next pause; the next attempt stays on this node."""
         event = "broker_restore_refused" if isinstance(exc, ChannelClosed) else "broker_link_down"
-        await self.pause(event, self.broker, exc)
+        await self.pause(event, self.broker, exc, **fields)
 
-    async def pause(self, event: str, tried: str, exc: BaseException) -> None:
+    async def pause(self, event: str, tried: str, exc: BaseException, **fields: str) -> None:
         pause = self.backoff.next()
         self.log.warning(
             event,
@@ -163,5 +163,6 @@ class BrokerLink:
             error=describe(exc),
             attempt=self.backoff.failures,
             retry_in_s=pause,
+            **fields,
         )
         await asyncio.sleep(pause)

@@ -117,7 +117,7 @@ class ConsumerLink:
             if connection is None or connection.is_closed:
                 connection = self.connection = await link.connect()
             try:
-                channel = await self._open(connection)
+                channel = await self._open(connection, first=first)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -131,11 +131,14 @@ class ConsumerLink:
                 lost_connection = connection.is_closed
                 await self._drop(connection)
                 connection = None
+                # Before the first session the line says so: the broker went away while
+                # the worker was starting, which it rides out like any lost link.
+                during = {"during": "start"} if first else {}
                 if lost_connection:
                     link.move_on()
-                    await link.pause("broker_link_down", link.broker, exc)
+                    await link.pause("broker_link_down", link.broker, exc, **during)
                 else:
-                    await link.restore_refused(exc)
+                    await link.restore_refused(exc, **during)
                 continue
             self._link_up(link, first=first, fresh=fresh)
             first = False
@@ -146,8 +149,9 @@ class ConsumerLink:
                 link.move_on()
                 connection = None
 
-    async def _open(self, connection: AbstractConnection) -> AbstractChannel:
-        """A channel with the topology declared and the consumer registered."""
+    async def _open(self, connection: AbstractConnection, *, first: bool) -> AbstractChannel:
+        """A channel with the topology declared and the consumer registered. At start-up
+        (`first`) a conflict with the broker's objects is a `TopologyError`."""
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         try:
             # Per-consumer QoS: global QoS on a quorum queue closes the connection (540).
@@ -155,6 +159,8 @@ class ConsumerLink:
             try:
                 await topology.declare_on(channel, self.topology)
             except ChannelPreconditionFailed as exc:
+                if not first:
+                    raise  # a refusal to restore (a queue limit, an operator mid-change)
                 raise TopologyError(
                     f"{exc}. The broker holds these objects with other arguments than "
                     f"{topology.rabbitmq_definitions(self.topology)}; delete or migrate them."
