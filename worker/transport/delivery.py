@@ -382,7 +382,7 @@ class DeliveryPath:
             )
             try:
                 await self.backpressure.publish_held(
-                    exc, partial(self._send_on, outcome, delivery, routing_key)
+                    exc, partial(self._send, outcome, delivery, routing_key)
                 )
             except PublishError:
                 await self.backpressure.release()
@@ -414,19 +414,16 @@ class DeliveryPath:
             return replace(decision, settle="requeue", retry=again)
         return decision
 
-    async def _send(self, outcome: RenderOutcome, delivery: Delivery, routing_key: str) -> None:
-        """Publish the reply and wait for its confirm (raises as `basic_publish` does)."""
-        # On the channel the job came on, which is the worker's publishing channel.
-        await self._send_on(outcome, delivery, routing_key, delivery.message.channel)
-
-    async def _send_on(
+    async def _send(
         self,
         outcome: RenderOutcome,
         delivery: Delivery,
         routing_key: str,
-        channel: aiormq.abc.AbstractChannel,
+        channel: aiormq.abc.AbstractChannel | None = None,
     ) -> None:
-        """Publish the reply on `channel` and wait for its confirm."""
+        """Publish the reply and wait for its confirm (raises as `basic_publish` does):
+        on the channel the job came on, which is the worker's publishing channel, unless
+        `channel` is another (a refused reply published again)."""
         request = delivery.message.header.properties
         properties = Basic.Properties(
             content_type="application/json",
@@ -436,7 +433,8 @@ class DeliveryPath:
         )
         # `wait=False` (aiormq's channel has it, its abstract class does not): the
         # confirm awaited here says more than the socket drain.
-        await cast(aiormq.Channel, channel).basic_publish(
+        publishing = channel if channel is not None else delivery.message.channel
+        await cast(aiormq.Channel, publishing).basic_publish(
             outcome.body,
             routing_key=routing_key,
             properties=properties,
