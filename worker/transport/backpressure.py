@@ -16,8 +16,10 @@ confirms it, then acknowledges the job. Meanwhile:
   (`worker.transport.retry`);
 * after `NOT_READY_AFTER` seconds the worker reports not ready (`"replies_accepted":
   false`), with the reason logged;
-* the first confirmed reply opens the door again. When a connection of its own was
-  needed, the worker's own connection is renewed once no reply is held any more.
+* the first confirmed reply opens the door again. The channel that got it confirmed is
+  kept for the next refusal, so a worker whose own connection keeps being refused (a
+  node that lost a queue's leader) answers through the other one at once, without the
+  pauses, and without dropping the jobs it holds on its own connection.
 
 A reply the broker returns as unroutable, a reply too large for the broker, and jobs
 that are wrong in themselves keep their own outcomes (`worker.transport.delivery`).
@@ -97,10 +99,7 @@ class ReplyChannels:
 
 
 class ReplyBackpressure:
-    """Holds refused replies and publishes them again; the door new deliveries wait at.
-
-    `renew()` replaces the worker's own connection (after replies needed another one).
-    """
+    """Holds refused replies and publishes them again; the door new deliveries wait at."""
 
     def __init__(
         self,
@@ -108,13 +107,11 @@ class ReplyBackpressure:
         metrics: Metrics,
         log: FilteringBoundLogger,
         channels: ReplyChannels,
-        renew: Callable[[], Awaitable[None]],
     ) -> None:
         self.readiness = readiness
         self.metrics = metrics
         self.log = log
         self.channels = channels
-        self._renew = renew
         self._open = asyncio.Event()
         self._open.set()
         self._one_at_a_time = asyncio.Lock()
@@ -198,18 +195,9 @@ class ReplyBackpressure:
         self.readiness.update()
 
     async def release(self) -> None:
-        """A held job is settled (or given up): the last one closes what was opened for
-        the replies, and renews the worker's connection if another one was needed."""
+        """A held job is settled (or given up)."""
         self.held -= 1
         self.metrics.replies_held.set(self.held)
-        if self.held:
-            return
-        used_side = self.channels.used_side
-        self.channels.used_side = False
-        await self.channels.close()
-        if used_side and not self.engaged:
-            # The worker's own connection kept failing where another one succeeded.
-            await self._renew()
 
 
 def _reason(error: BaseException) -> str:

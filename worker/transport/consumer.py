@@ -61,7 +61,6 @@ class Worker:
             metrics,
             self.log,
             ReplyChannels(self._main_connection, self._side_connection),
-            self._renew_connection,
         )
         pool = render_pool or RenderPool(
             renderer.config, settings.max_message_bytes, renderer_class=type(renderer)
@@ -105,9 +104,6 @@ class Worker:
 
     async def _side_connection(self) -> AbstractConnection:
         return await self.link.side_connection()
-
-    async def _renew_connection(self) -> None:
-        await self.link.renew()
 
     async def _redeclare_reply_queue(self) -> None:
         await self.link.redeclare_reply_queue()
@@ -199,6 +195,7 @@ class Worker:
     async def _close(self) -> None:
         if self.link.up:
             await asyncio.sleep(SETTLE_BEFORE_CLOSE)
+        await self.deliveries.backpressure.channels.close()
         await self.link.close()
         self.deliveries.close()
         self.log.info("stopped")

@@ -372,15 +372,6 @@ class ConsumerLink:
         )
         return await side.attempt()
 
-    async def renew(self) -> None:
-        """Replace the worker's connection (the loop connects again, to the next node)."""
-        connection = self.connection
-        if connection is None or connection.is_closed or not self.consume_wanted:
-            return
-        self.log.warning("connection_renewed", reason="replies were confirmed on another")
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(connection.close(ConnectionError("renewed")), timeout=5)
-
     async def close(self) -> None:
         self.consume_wanted = False
         for task in (self._prefetch_switch, self._consuming_again):
