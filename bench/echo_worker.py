@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from worker.transport import topology  # noqa: E402
-from worker.transport.consumer import connection_url  # noqa: E402
+from worker.transport.connection import connection_url  # noqa: E402
 from worker.transport.settings import from_env  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 
 The image is built from the repository's Dockerfile by scripts/build-image, on a
 Debian-built stand-in for python:3.11-slim-bookworm (the public registries are out of
-reach here; docs/OPERATIONS.md, "Stand-in images", says how the stand-in differs). The
+reach here; docs/DEVELOPING.md, "Stand-in images", says how the stand-in differs). The
 containers use the host network, reach the broker on 127.0.0.1 and work on queues of
 their own.
 

@@ -48,8 +48,10 @@ def start_worker(topo: Topology, tmp_path: Path) -> Iterator[StartWorker]:
         env: dict[str, str] | None = None,
         config: Path | None = CONFORMANCE_CONFIG,
         amqp_url: str | None = AMQP_URL,
+        entry: str = "worker",
     ) -> WorkerProcess:
-        """amqp_url=None: the URL comes from `env` (e.g. PROMPT_WORKER_AMQP_URL_FILE)."""
+        """amqp_url=None: the URL comes from `env` (e.g. PROMPT_WORKER_AMQP_URL_FILE);
+        `entry`: the module run (`tests.faulty_serve` for a worker that breaks on request)."""
         port = free_port()
         full_env = {**os.environ, **serve_env(topo, port, amqp_url), **(env or {})}
         if config is not None:
@@ -57,7 +59,7 @@ def start_worker(topo: Topology, tmp_path: Path) -> Iterator[StartWorker]:
         log_path = tmp_path / f"worker-{len(started)}.log"
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "worker", "serve", *args],
+                [sys.executable, "-m", entry, *(["serve"] if entry == "worker" else []), *args],
                 cwd=REPO,
                 env=full_env,
                 stdout=log,

@@ -116,6 +116,7 @@ async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
                     "consuming": True,
                     "accepting": True,
                     "unblocked": False,
+                    "replies_accepted": True,
                 }
                 [blocked] = named(worker, "broker_blocked")
                 assert blocked["reason"] == "low on memory"

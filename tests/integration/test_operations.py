@@ -102,6 +102,7 @@ async def test_probes_and_every_metric_family_are_exposed(
         "consuming": True,
         "accepting": True,
         "unblocked": True,
+        "replies_accepted": True,
     }
     masked_job = a_job("masked", alert_data="password: hunter2-not-a-real-one\n")
     assert (await client.build(masked_job, timeout=60))["status"] == "ok"

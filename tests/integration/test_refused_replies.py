@@ -1,7 +1,8 @@
 """Replies the broker refuses, through a real worker and RabbitMQ (CONTRACT.md §4).
 
 Each refusal has one defined outcome, and none may turn into a hot loop: a refused
-reply (full reply queue) is retried with a growing pause, then the job dead-lettered;
+reply (full reply queue) is backpressure: the job is held and its reply published again,
+with a growing pause, until the queue has room, never dead-lettered;
 a deleted default reply queue is declared again; a reply above the broker's
 `max_message_size` becomes a `payload_too_large` error reply; a bug in the render path
 is retried with a pause, then answered `internal`. Every test bounds how often the job
@@ -10,6 +11,7 @@ fails its producer's call at once, with the broker's reason.
 """
 
 import asyncio
+import json
 import re
 from typing import Any
 
@@ -19,11 +21,13 @@ import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 from yarl import URL
 
+from tests.faulty_serve import FAULTY_SERVE, HANDLER_BUG
 from tests.integration.helpers import (
     StartWorker,
     WorkerProcess,
     a_job,
     drain,
+    metric_value,
     own_vhost,
     queue_depth,
     queue_names,
@@ -31,7 +35,6 @@ from tests.integration.helpers import (
     wait_for,
 )
 from tests.rabbit_nodes import ExtraNode
-from worker.transport import faults
 from worker.transport.client import PromptClient, PromptClientError, PromptTimeout
 from worker.transport.topology import Topology
 
@@ -59,9 +62,12 @@ def error_of(reply: AbstractIncomingMessage, job_id: str) -> dict[str, Any]:
     return error
 
 
-async def test_a_reply_the_broker_refuses_is_retried_with_backoff_then_dead_lettered(
+async def test_a_reply_the_broker_refuses_is_held_until_the_queue_has_room(
     start_worker: StartWorker, topo: Topology, channel: AbstractChannel
 ) -> None:
+    """A nack is the broker's reason, not the job's: the job is neither requeued nor
+    dead-lettered, however long the refusal lasts. The worker holds it, takes no other
+    job, reports not ready, and answers it once the reply queue has room."""
     worker = start_worker("--delivery-limit", str(DELIVERY_LIMIT))
     await worker.wait_ready()
     # A caller's reply queue that is full and refuses what does not fit.
@@ -69,31 +75,70 @@ async def test_a_reply_the_broker_refuses_is_retried_with_backoff_then_dead_lett
         "", exclusive=True, arguments={"x-max-length": 1, "x-overflow": "reject-publish"}
     )
     await channel.default_exchange.publish(aio_pika.Message(b"filler"), routing_key=full.name)
-    body = orjson.dumps(a_job("refused"))
     await channel.default_exchange.publish(
-        aio_pika.Message(body, reply_to=full.name, correlation_id="refused"),
+        aio_pika.Message(orjson.dumps(a_job("refused")), reply_to=full.name),
         routing_key=topo.request_queue,
     )
 
-    [dead] = await drain(channel, topo.dead_letter_queue, 1)
+    async def unready() -> bool:
+        status, body = await worker.http_get("/readyz")
+        return status == 503 and json.loads(body)["replies_accepted"] is False
 
-    assert dead.body == body
-    lines = job_lines(worker)
-    assert [e["settled"] for e in lines] == ["requeued"] * DELIVERY_LIMIT + ["dead_lettered"]
-    assert all("reply nacked" in e["reason"] for e in lines[:-1])
-    pauses = [e["backoff_s"] for e in lines[:-1]]
-    assert 0 < pauses[0] < pauses[1]
-    assert [e["attempt"] for e in lines] == list(range(DELIVERIES))
+    await wait_for(unready, 60, "the worker to report the refused replies")
+
+    # More refusals than the queue allows deliveries: a requeueing worker would have
+    # dead-lettered the job by now.
+    async def refused_again() -> bool:
+        return len(events(worker, "reply_republish_failed")) > DELIVERIES
+
+    await wait_for(refused_again, 90, "the reply to be refused again and again")
+    # Delivered while replies are refused: it waits at the door, unrendered.
+    await channel.default_exchange.publish(
+        aio_pika.Message(orjson.dumps(a_job("waiting"))), routing_key=topo.request_queue
+    )
+
+    async def delivered() -> bool:
+        return await queue_depth(channel, topo.request_queue) == 0
+
+    await wait_for(delivered, 30, "the waiting job to be delivered")
+    status, body = await worker.http_get("/readyz")
+    assert status == 503
+    assert json.loads(body) == {
+        "ready": False,
+        "connected": True,
+        "consuming": True,
+        "accepting": True,
+        "unblocked": True,
+        "replies_accepted": False,
+    }
+    exposition = (await worker.http_get("/metrics"))[1]
+    assert metric_value(exposition, "prompt_worker_replies_held") == 1
+    assert metric_value(exposition, "prompt_worker_in_flight") == 1
+    assert metric_value(exposition, 'prompt_worker_reply_refusals_total{cause="nack"}') > DELIVERIES
+    assert not job_lines(worker), "no job settled, nor the waiting one rendered"
     [refused] = events(worker, "reply_refused")
     assert refused["job_id"] == "refused"
-    # Nothing but the filler reached the full queue; the worker still serves others.
-    assert await queue_depth(channel, full.name) == 1
-    assert await queue_depth(channel, topo.request_queue) == 0
-    await channel.default_exchange.publish(
-        aio_pika.Message(orjson.dumps(a_job("after"))), routing_key=topo.request_queue
-    )
+    [backpressure] = events(worker, "reply_backpressure")
+    assert backpressure["reason"] == "the broker refused the reply (nack)"
+    assert await queue_depth(channel, topo.dead_letter_queue) == 0
+
+    # Room in the caller's queue: the held reply gets through, then the waiting job.
+    [filler] = await drain(channel, full.name, 1)
+    assert filler.body == b"filler"
+    [reply] = await drain(channel, full.name, 1)
+    assert orjson.loads(reply.body)["job_id"] == "refused"
     [after] = await drain(channel, topo.reply_queue, 1)
-    assert orjson.loads(after.body)["job_id"] == "after"
+    assert orjson.loads(after.body)["job_id"] == "waiting"
+    await worker.wait_ready()
+    lines = job_lines(worker)
+    assert sorted((e["job_id"], e["settled"], e["attempt"]) for e in lines) == [
+        ("refused", "acked", 0),
+        ("waiting", "acked", 0),
+    ]
+    assert len(events(worker, "reply_backpressure_cleared")) == 1
+    assert await queue_depth(channel, topo.dead_letter_queue) == 0
+    assert await queue_depth(channel, topo.request_queue) == 0
+    assert metric_value((await worker.http_get("/metrics"))[1], "prompt_worker_replies_held") == 0
 
 
 async def test_a_default_reply_queue_deleted_under_the_worker_is_declared_again(
@@ -190,9 +235,9 @@ async def test_a_reply_queue_that_cannot_be_declared_again_stalls_nothing(
 async def test_a_bug_in_the_render_path_is_retried_with_backoff_then_answered_internal(
     start_worker: StartWorker, topo: Topology, channel: AbstractChannel
 ) -> None:
-    worker = start_worker("--delivery-limit", str(DELIVERY_LIMIT), env={faults.ENV: "1"})
+    worker = start_worker("--delivery-limit", str(DELIVERY_LIMIT), entry=FAULTY_SERVE)
     await worker.wait_ready()
-    body = orjson.dumps(a_job("buggy", alert_data=faults.HANDLER_BUG.decode()))
+    body = orjson.dumps(a_job("buggy", alert_data=HANDLER_BUG.decode()))
     await channel.default_exchange.publish(aio_pika.Message(body), routing_key=topo.request_queue)
 
     [reply] = await drain(channel, topo.reply_queue, 1)

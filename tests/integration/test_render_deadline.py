@@ -1,7 +1,7 @@
 """A render that overruns its deadline, through a real worker and RabbitMQ.
 
-The job is made slow (a busy loop) on purpose with the test-only fault hook (`worker.transport.faults`,
-enabled by an environment variable only tests set). It must neither hold the other jobs
+The job is made slow (a busy loop) on purpose: the worker is the test-only entry point
+`tests.faulty_serve`, serve with a renderer that misbehaves on request. It must neither hold the other jobs
 up nor loop: its render is abandoned on the event loop, then in the helper process
 (which is killed and replaced) on every delivery, and its last delivery is answered
 `render_timeout` and dead-lettered.
@@ -14,6 +14,7 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
+from tests.faulty_serve import FAULTY_SERVE, SLOW_RENDER
 from tests.integration.helpers import (
     REPLY_TIMEOUT,
     StartWorker,
@@ -25,7 +26,6 @@ from tests.integration.helpers import (
     queue_depth,
     wait_for,
 )
-from worker.transport import faults
 from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
@@ -42,7 +42,7 @@ async def test_a_render_past_the_deadline_is_abandoned_answered_and_dead_lettere
         "2",
         "--delivery-limit",
         str(DELIVERY_LIMIT),
-        env={faults.ENV: "1"},
+        entry=FAULTY_SERVE,
     )
     await worker.wait_ready()
     # The helper is started before the worker consumes.
@@ -50,7 +50,7 @@ async def test_a_render_past_the_deadline_is_abandoned_answered_and_dead_lettere
     assert helpers_before
     replies = await channel.declare_queue("", exclusive=True)
 
-    slow_body = orjson.dumps(a_job("slow", alert_data=faults.SLOW_RENDER.decode()))
+    slow_body = orjson.dumps(a_job("slow", alert_data=SLOW_RENDER.decode()))
     await channel.default_exchange.publish(
         aio_pika.Message(slow_body, reply_to=replies.name, correlation_id="slow"),
         routing_key=topo.request_queue,

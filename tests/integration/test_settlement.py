@@ -19,8 +19,9 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
+from tests.faulty_serve import FAULTY_SERVE, SLOW_RENDER
 from tests.integration.helpers import StartWorker, TcpProxy, a_job, drain, queue_depth, wait_for
-from worker.transport import faults, topology
+from worker.transport import topology
 from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
@@ -214,7 +215,7 @@ async def test_deliveries_of_a_consumer_replaced_by_a_prefetch_switch_are_settle
     await topology.declare(channel, topo)
     replies = Replies()
     await replies.open(channel)
-    slow = orjson.dumps(a_job("slow", alert_data=BIG_ALERT + faults.SLOW_RENDER.decode()))
+    slow = orjson.dumps(a_job("slow", alert_data=BIG_ALERT + SLOW_RENDER.decode()))
     await channel.default_exchange.publish(
         aio_pika.Message(slow, reply_to=replies.name, correlation_id="slow"),
         routing_key=topo.request_queue,
@@ -229,7 +230,7 @@ async def test_deliveries_of_a_consumer_replaced_by_a_prefetch_switch_are_settle
         "2",
         "--delivery-limit",
         str(topo.delivery_limit),
-        env={faults.ENV: "1"},
+        entry=FAULTY_SERVE,
     )
     await replies.wait_for_all({f"settle-{i}" for i in range(count)} | {"slow"})
     worker.signal(signal.SIGTERM)

@@ -17,7 +17,8 @@ from worker.ops.logs import configure_logging, format_exception, get_logger, pay
 from worker.ops.metrics import Metrics
 from worker.render.renderer import Renderer
 from worker.transport.acks import BatchedAcks
-from worker.transport.consumer import Decision, Delivery, Worker
+from worker.transport.consumer import Worker
+from worker.transport.delivery import Decision, Delivery
 from worker.transport.settings import Settings
 
 CANARY = "CANARY-7f3c-do-not-log"
@@ -77,7 +78,7 @@ def test_level_filters() -> None:
 
 def test_library_logs_share_the_format() -> None:
     stream = io.StringIO()
-    configure_logging("info", "json", stream)
+    configure_logging("debug", "json", stream)
     logging.getLogger("aio_pika.robust_connection").warning("reconnecting in %s s", 2)
     [line] = lines(stream)
     assert line["event"] == "reconnecting in 2 s"
@@ -138,7 +139,7 @@ def test_the_job_line_holds_facts_not_payload(level: str) -> None:
     assert outcome.ok
 
     delivery = _delivery(body)
-    worker._log_job(delivery, Decision(outcome, "ack", offloaded=False), "acked")
+    worker.deliveries.report.log_job(delivery, Decision(outcome, "ack", offloaded=False), "acked")
 
     [line] = lines(stream)
     assert line["event"] == "job"
@@ -163,7 +164,9 @@ def test_an_unknown_kind_is_not_echoed_into_logs() -> None:
     body = orjson.dumps({"job_id": "j-2", "kind": CANARY})
     outcome = renderer.render(body)
     delivery = _delivery(body)
-    worker._log_job(delivery, Decision(outcome, "dead_letter", offloaded=False), "dead_lettered")
+    worker.deliveries.report.log_job(
+        delivery, Decision(outcome, "dead_letter", offloaded=False), "dead_lettered"
+    )
     [line] = lines(stream)
     assert line["kind"] == "unknown"
     assert line["code"] == "invalid_job"
@@ -189,7 +192,7 @@ def test_a_closed_log_stream_never_stops_the_worker(capsys: pytest.CaptureFixtur
     stream = _BrokenPipe()
     configure_logging("info", "json", stream)
     get_logger().info("lost")  # raises nothing
-    logging.getLogger("aiormq.connection").error("lost too")
+    logging.getLogger("asyncio").error("lost too")
     get_logger().info("still lost")
     # Every event was written (and lost), none raised, and the standard library did not
     # report a "Logging error" with a traceback on the real stderr either.
@@ -205,10 +208,23 @@ def test_json_lines_beneath_stderr_keep_their_order_with_library_logs() -> None:
     stream = io.TextIOWrapper(raw, encoding="utf-8", line_buffering=True)
     configure_logging("info", "json", stream)
     get_logger(component="test").info("first", note="é ✓")
-    logging.getLogger("aiormq.connection").warning("second")
+    logging.getLogger("asyncio").warning("second")
     get_logger().info("third")
     stream.flush()
     events = [json.loads(line) for line in raw.getvalue().decode().splitlines()]
     assert [e["event"] for e in events] == ["first", "second", "third"]
     assert events[0]["note"] == "é ✓"
-    assert events[1]["logger"] == "aiormq.connection"
+    assert events[1]["logger"] == "asyncio"
+
+
+def test_the_broker_libraries_speak_at_debug_only() -> None:
+    """The worker reports connection events in its own lines; the libraries' lines about
+    the same events show only at debug level."""
+    stream = io.StringIO()
+    configure_logging("info", "json", stream)
+    logging.getLogger("aiormq.connection").error("error when creating transport")
+    logging.getLogger("aio_pika.channel").warning("channel closed")
+    assert lines(stream) == []
+    configure_logging("debug", "json", stream)
+    logging.getLogger("aiormq.connection").warning("shown at debug")
+    assert [line["event"] for line in lines(stream)] == ["shown at debug"]

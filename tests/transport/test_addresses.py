@@ -19,8 +19,8 @@ from worker.transport.addresses import (
 )
 from worker.transport.broker_failures import ConnectFailed, broker_address, connect_failure
 from worker.transport.client import PromptBrokerUnreachable, PromptClient
-from worker.transport.connection import BrokerConnection
-from worker.transport.consumer import connection_urls
+from worker.transport.connection import BrokerLink, connection_urls
+from worker.transport.flow import BrokerFlow
 from worker.transport.settings import SettingsError, from_env, parse_amqp_url
 
 ONE = "amqp://guest:s3cret@rabbit.internal:5672/prod"
@@ -167,6 +167,11 @@ class Lines:
         return [fields for name, fields in self.lines if name == event]
 
 
+def a_link(urls: list[URL], log: Lines) -> BrokerLink:
+    flow = BrokerFlow(log, lambda: None)  # type: ignore[arg-type]
+    return BrokerLink(urls, log=log, flow=flow)  # type: ignore[arg-type]
+
+
 @pytest.mark.broker
 async def test_failed_attempts_move_round_the_list_with_one_backoff() -> None:
     ports = [closed_port(), closed_port(), closed_port()]
@@ -175,13 +180,12 @@ async def test_failed_attempts_move_round_the_list_with_one_backoff() -> None:
         for port in ports
     ]
     log = Lines()
-    connection = BrokerConnection(urls, on_refused=lambda _: None, log=log)  # type: ignore[arg-type]
-    connecting = asyncio.create_task(connection.connect())
+    link = a_link(urls, log)
+    connecting = asyncio.create_task(link.connect())
     try:
         await log.until("broker_unreachable", 4)
     finally:
         connecting.cancel()
-        await connection.close()
     lines = log.named("broker_unreachable")[:4]
     addresses = [f"127.0.0.1:{port}" for port in ports]
     assert [line["broker"] for line in lines] == [*addresses, addresses[0]]
@@ -196,23 +200,20 @@ async def test_a_lost_link_moves_to_the_next_node_and_comes_round_again() -> Non
     live = URL(AMQP_URL).update_query(fail_fast="false", reconnect_interval="0.1")
     other = URL(f"amqp://guest:guest@127.0.0.1:{dead}/?fail_fast=false&reconnect_interval=0.1")
     log = Lines()
-    connection = BrokerConnection([live, other], on_refused=lambda _: None, log=log)  # type: ignore[arg-type]
-    reconnected = asyncio.Event()
-    connection.reconnect_callbacks.add(lambda *_: reconnected.set())
-    try:
-        await connection.connect()
-        assert connection.broker == broker_address(live)
-        assert connection.transport is not None
-        # The link drops (as when the node goes): the next attempt is on the other node.
-        await connection.transport.connection.close(ConnectionResetError("gone"))
-        async with asyncio.timeout(30):
-            await reconnected.wait()
-    finally:
-        await connection.close()
+    link = a_link([live, other], log)
+    connection = await link.connect()
+    assert link.broker == broker_address(live)
+    # The link drops (as when the node goes): the next attempt is on the other node.
+    await connection.close(ConnectionResetError("gone"))
+    assert connection.is_closed
+    link.move_on()
+    async with asyncio.timeout(30):
+        again = await link.connect()
+    await again.close()
     first = log.named("broker_unreachable")[0]
     assert first["broker"] == f"127.0.0.1:{dead}"
     assert first["next_broker"] == broker_address(live)
-    assert connection.broker == broker_address(live)
+    assert link.broker == broker_address(live)
 
 
 @pytest.mark.broker

@@ -19,7 +19,7 @@ from worker.transport.broker_failures import (
     describe,
     is_access_refused,
 )
-from worker.transport.connection import Backoff
+from worker.transport.retry import Backoff
 
 REFUSED = ProbableAuthenticationError(
     "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. "

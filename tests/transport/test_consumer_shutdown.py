@@ -51,14 +51,14 @@ def _message(channel: _Channel, tag: int) -> DeliveredMessage:
 
 async def test_a_delivery_reaching_a_closing_worker_is_left_for_the_broker() -> None:
     worker = Worker(Settings(http_port=0), Renderer(), Metrics("test"))
-    worker._closing = True  # the drain found nothing in flight; the close is next
+    worker.deliveries.closing = True  # the drain found nothing in flight; the close is next
     channel = _Channel()
     acks = BatchedAcks(channel)
-    await worker._on_message(acks, _message(channel, 7))
+    await worker.deliveries.on_message(acks, _message(channel, 7))
     # Not answered and not settled: the broker redelivers it once the connection
     # closes, so no reply can go out whose request then stays unacknowledged.
     assert channel.calls == []
-    assert worker._in_flight == 0
+    assert worker.deliveries.in_flight == 0
     [jobs] = worker.metrics.jobs.collect()
     assert jobs.samples == []  # not counted as a job either
     # ... and no later batched acknowledgement may cover it.

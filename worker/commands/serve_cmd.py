@@ -19,6 +19,7 @@ from worker.errors import ConfigError
 
 if TYPE_CHECKING:
     from worker.render.config import WorkerConfig
+    from worker.render.renderer import Renderer
     from worker.transport.settings import Settings
 
 USAGE_ERROR = 2
@@ -32,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     setting_flags.add_arguments(parser)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, renderer_class: "type[Renderer] | None" = None) -> int:
+    """Serve with `args`; `renderer_class` (a `Renderer` subclass) is for tests only."""
     from worker.ops.logs import configure_logging
     from worker.render.config import load_config
     from worker.transport.event_loop import EventLoopUnavailable, loop_factory, run_on
@@ -57,10 +59,12 @@ def run(args: argparse.Namespace) -> int:
         return USAGE_ERROR
     if settings.processes > 1:
         return Supervisor(settings).run()
-    return run_on(factory, serve(settings, config))
+    return run_on(factory, serve(settings, config, renderer_class))
 
 
-async def serve(settings: "Settings", config: "WorkerConfig") -> int:
+async def serve(
+    settings: "Settings", config: "WorkerConfig", renderer_class: "type[Renderer] | None" = None
+) -> int:
     """Run one worker process until signalled; its exit code."""
     import asyncio
     import signal
@@ -78,7 +82,7 @@ async def serve(settings: "Settings", config: "WorkerConfig") -> int:
     # The fast codec is imported only if chosen; on any error, pamqp's (one log line).
     codec = amqp_codec.use(settings.amqp_codec)
     metrics = Metrics(__version__)
-    renderer = Renderer(config, max_message_bytes=settings.max_message_bytes)
+    renderer = (renderer_class or Renderer)(config, max_message_bytes=settings.max_message_bytes)
     worker = Worker(settings, renderer, metrics)
 
     signals = 0

@@ -166,10 +166,14 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(numeric)
-    # aiormq logs every frame at debug level, bodies included: keep it quieter than the
-    # worker even at debug, unless asked through the logging module itself.
-    for noisy in ("aiormq", "aio_pika"):
-        logging.getLogger(noisy).setLevel(max(numeric, logging.INFO))
+    # The broker client libraries speak at debug level only: the worker reports every
+    # connection, channel and alarm event itself, in its own words (its lines name the
+    # node, never a credential), and the libraries' own lines about the same events
+    # would only repeat them, with URLs and tracebacks. At debug their lines show, but
+    # not aiormq's one line per frame (bodies included): INFO and above.
+    library_level = logging.INFO if numeric <= logging.DEBUG else logging.CRITICAL
+    for name in ("aiormq", "aio_pika"):
+        logging.getLogger(name).setLevel(library_level)
     # One access log line per Prometheus scrape or probe is noise.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 

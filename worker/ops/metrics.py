@@ -30,6 +30,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "prompt_worker_budget_tokens_left_out_total",
     "prompt_worker_ready",
     "prompt_worker_broker_blocked",
+    "prompt_worker_reply_refusals_total",
+    "prompt_worker_replies_held",
     "prompt_worker_build_info",
 )
 
@@ -186,6 +188,18 @@ class Metrics:
             "prompt_worker_broker_blocked",
             "1 while the broker blocks the worker's connection (a memory or disk alarm): "
             "new deliveries wait, the worker is not ready.",
+            registry=r,
+        )
+        self.reply_refusals = Counter(
+            "prompt_worker_reply_refusals",
+            "Replies the broker refused or lost (cause: nack, channel, connection): held "
+            "and published again until confirmed, never dead-lettered for it.",
+            ("cause",),
+            registry=r,
+        )
+        self.replies_held = Gauge(
+            "prompt_worker_replies_held",
+            "Rendered replies the broker refused, held while they are published again.",
             registry=r,
         )
         self.build_info = Gauge(

@@ -1,7 +1,10 @@
 """What the renderer hands back: `RenderOutcome` (the reply bytes and the facts the
-transport logs, counts and routes by) and every error reply the contract defines."""
+transport logs, counts and routes by) and every error reply the contract defines,
+including those the transport asks for when it cannot send a render's own reply
+(`failure_reply`): the transport knows no error code nor any `details` shape."""
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import orjson
@@ -38,6 +41,11 @@ class RenderOutcome:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def internal_error(self) -> bool:
+        """An error of the worker's own (a bug), not of the job."""
+        return self.error_code == ErrorCode.INTERNAL.value
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:
@@ -124,3 +132,64 @@ def too_deep(job_id: str | None, kind: str | None) -> RenderOutcome:
         kind=kind,
         details=[{"field": "", "type": "too_deep", "message": "nesting too deep"}],
     )
+
+
+class Failure(StrEnum):
+    """Why the transport answers a job with `failure_reply` instead of its render."""
+
+    REPLY_TOO_LARGE = "reply_too_large"  # the reply exceeds the broker's message limit
+    RENDER_TIMEOUT = "render_timeout"  # the render overran its deadline on every delivery
+    RENDER_PROCESS_DIED = "render_process_died"  # the render helper died on every delivery
+    HANDLER_BUG = "handler_bug"  # an exception outside the renderer's own guard, every time
+
+
+# A body that could not be rendered is read again for its job id and kind only when it
+# is small enough to parse on the event loop at no real cost.
+PEEK_IDENTITY_BYTES = 1024 * 1024
+
+
+def failure_reply(
+    reason: Failure,
+    request: bytes,
+    *,
+    reply: RenderOutcome | None = None,
+    limit_bytes: int = 0,
+    render_timeout: float = 0.0,
+    error: BaseException | None = None,
+) -> RenderOutcome:
+    """The error reply to `request` for `reason`: `reply` (the render too large for the
+    broker's `limit_bytes`), `render_timeout` (the deadline it overran) and `error` (the
+    bug) are the facts each reason needs."""
+    if reason is Failure.REPLY_TOO_LARGE:
+        assert reply is not None
+        return error_reply(
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"the reply of {len(reply.body)} bytes exceeds the broker's limit of "
+            f"{limit_bytes} bytes",
+            job_id=reply.job_id,
+            kind=reply.kind,
+            details=[{"field": "", "type": "reply_too_large", "message": "reply too large"}],
+            request_bytes=len(request),
+        )
+    if reason is Failure.RENDER_TIMEOUT:
+        code = ErrorCode.RENDER_TIMEOUT
+        message = f"rendering took longer than {render_timeout:g} s on every attempt at this job"
+    elif reason is Failure.RENDER_PROCESS_DIED:
+        code = ErrorCode.INTERNAL
+        message = "the render process died on every attempt at this job"
+    else:
+        code = ErrorCode.INTERNAL
+        what = type(error).__name__ if error is not None else "unknown"
+        message = f"internal error while handling the job: {what}"
+    job_id, kind = _identity(request)
+    return error_reply(code, message, job_id=job_id, kind=kind, request_bytes=len(request))
+
+
+def _identity(body: bytes) -> tuple[str | None, str | None]:
+    """The job id and kind of a body that could not be rendered, if cheap to read."""
+    if len(body) > PEEK_IDENTITY_BYTES:
+        return None, None
+    try:
+        return peek_identity(orjson.loads(body))
+    except orjson.JSONDecodeError:
+        return None, None

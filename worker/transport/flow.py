@@ -14,50 +14,152 @@ RabbitMQ sends `connection.blocked` only once the connection publishes during th
 (and unblocks it when the alarm clears): a worker with nothing to answer does not know
 of the alarm, and needs to know nothing, as it holds no reply the broker would refuse.
 
-Neither aio-pika nor aiormq (7.2) has a public hook for these frames: aiormq handles them
-itself, clearing a private event its writer waits on, and logs one warning per frame
-("Connection %r was blocked by: %r" / "Connection %r was unblocked") on the
-`aiormq.connection` logger. Those log records are the one place the frames surface, with
-the connection and the reason, as they happen; so that is where this module listens
-(`_FrameLines`), as worker.transport.connection does for connection attempts. (Polling
-that private event instead, by its mangled name, would need a timer, lag by its period
-and still not know the reason.) The
-library's own lines are replaced by the worker's `broker_blocked` / `broker_unblocked`.
-Should aiormq reword them, the alarm would go unseen: tests/integration/
-test_broker_alarms.py fails then, so an upgrade cannot slip through unnoticed.
+aiormq handles these two frames itself and offers no hook for them. It does let its
+caller open the socket (`transport_factory`, a public argument of its connection), so
+the worker's link opens it through `TappedTransport`: the bytes the broker sends pass a
+`FrameTap` on their way to aiormq, which follows the frame boundaries (a 7-byte header
+gives each frame's length) and reads the one kind of frame it looks for, a method frame
+on channel 0, the connection's own. Every other frame is skipped by its length, unread:
+a job's frames cost the tap one header each.
 """
 
 import asyncio
-import logging
+import struct
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
+from aiormq.connection import TransportFactory
+from aiormq.exceptions import AMQPConnectionError
 from structlog.typing import FilteringBoundLogger
+from yarl import URL
 
-_LOGGER = "aiormq.connection"
-_BLOCKED = "Connection %r was blocked by: %r"
-_UNBLOCKED = "Connection %r was unblocked"
+_HEADER = struct.Struct(">BHI")  # frame type, channel, payload size
+_HEADER_BYTES = _HEADER.size
+_METHOD_FRAME = 1
+_FRAME_END = 1  # the 0xCE octet after each payload
+# (class id, method id) of the frames the tap looks for (AMQP 0-9-1, RabbitMQ extension).
+_BLOCKED = (10, 60)
+_UNBLOCKED = (10, 61)
+_METHOD_IDS = struct.Struct(">HH")
+
+
+class FrameTap:
+    """Follows the frames of one connection's incoming bytes; calls `on_blocked(reason)`
+    and `on_unblocked()` for the broker's `connection.blocked` / `unblocked`."""
+
+    __slots__ = ("_on_blocked", "_on_unblocked", "_pending", "_skip", "lost", "started")
+
+    def __init__(self, on_blocked: Callable[[str], None], on_unblocked: Callable[[], None]) -> None:
+        self._on_blocked = on_blocked
+        self._on_unblocked = on_unblocked
+        self._skip = 0  # bytes of the current frame still to come, to pass unread
+        self._pending = b""  # the start of a header or of a channel-0 method frame
+        # Bytes that are not frames (an AMQP protocol header: the broker refused the
+        # version): the tap stops following and sees nothing more on this connection.
+        self.lost = False
+        self.started = False  # any bytes seen yet
+
+    def feed(self, data: bytes) -> None:
+        # On every chunk the broker sends: kept to a header read per frame.
+        if self.lost:
+            return
+        size = len(data)
+        start = self._skip
+        if start >= size:  # inside a large frame, the usual case for a big job
+            self._skip = start - size
+            return
+        self._skip = 0
+        if self._pending:
+            if start:  # cannot be: a pending header leaves nothing to skip
+                self.lost = True
+                return
+            data = self._pending + data
+            size = len(data)
+            self._pending = b""
+        elif start == 0 and data[:4] == b"AMQP" and not self.started:
+            self.lost = True  # the broker refused the protocol version: no frames follow
+            return
+        self.started = True
+        unpack = _HEADER.unpack_from
+        while start + _HEADER_BYTES <= size:
+            frame_type, channel, length = unpack(data, start)
+            end = start + _HEADER_BYTES + length + _FRAME_END
+            if channel == 0 and frame_type == _METHOD_FRAME:
+                if end > size:
+                    break  # kept whole in `_pending`, below
+                self._method(data[start + _HEADER_BYTES : end - _FRAME_END])
+            elif end > size:
+                self._skip = end - size
+                return
+            start = end
+        if start < size:
+            self._pending = data[start:]
+
+    def _method(self, payload: bytes) -> None:
+        if len(payload) < _METHOD_IDS.size:
+            return
+        ids = _METHOD_IDS.unpack_from(payload)
+        if ids == _BLOCKED:
+            # The reason is a short string: one length octet, then the text.
+            length = payload[4] if len(payload) > 4 else 0
+            self._on_blocked(payload[5 : 5 + length].decode("utf-8", "replace"))
+        elif ids == _UNBLOCKED:
+            self._on_unblocked()
+
+
+class _TappedProtocol(asyncio.StreamReaderProtocol):
+    """asyncio's stream protocol, showing each chunk to a `FrameTap` first."""
+
+    def __init__(self, reader: asyncio.StreamReader, frame_tap: FrameTap) -> None:
+        super().__init__(reader)
+        self.frame_tap = frame_tap
+
+    def data_received(self, data: bytes) -> None:
+        self.frame_tap.feed(data)
+        super().data_received(data)
+
+
+class TappedTransport(TransportFactory):
+    """Opens aiormq's socket as its own TCP and TLS factories do, with a `FrameTap`
+    (made by `new_tap()`, one per connection) on the incoming bytes."""
+
+    def __init__(self, new_tap: Callable[[], FrameTap]) -> None:
+        self.new_tap = new_tap
+
+    async def create(
+        self, url: URL, **kwargs: Any
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        provider = kwargs.pop("ssl_context_provider", None)
+        ssl = None
+        if url.scheme == "amqps" and provider is not None:
+            ssl = await provider.get_context()
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(loop=loop)
+        protocol = _TappedProtocol(reader, self.new_tap())
+        try:
+            transport, _ = await loop.create_connection(
+                lambda: protocol,
+                url.host or "localhost",
+                url.port or (5671 if url.scheme == "amqps" else 5672),
+                ssl=ssl,
+                **kwargs,
+            )
+        except OSError as exc:  # as aiormq's own factories report it
+            raise AMQPConnectionError(*exc.args) from exc
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
 class BrokerFlow:
     """Whether the broker lets the worker's connection publish; new deliveries wait
-    (`admit`) while it does not.
+    (`admit`) while it does not. `on_change()` runs after each change, for readiness.
 
-    `is_ours(connection)` says whether an aiormq connection is the worker's current one
-    (a blocked frame of a connection since replaced says nothing about the new one);
-    `on_change()` runs after each change, for readiness.
+    `tap()` makes the `FrameTap` of a new connection: only the latest one's frames
+    count (a blocked frame of a connection since replaced says nothing about the new one).
     """
 
-    def __init__(
-        self,
-        log: FilteringBoundLogger,
-        is_ours: Callable[[Any], bool],
-        on_change: Callable[[], None],
-    ) -> None:
+    def __init__(self, log: FilteringBoundLogger, on_change: Callable[[], None]) -> None:
         self.log = log
-        self._is_ours = is_ours
         self._on_change = on_change
         self._open = asyncio.Event()
         self._open.set()
@@ -65,7 +167,21 @@ class BrokerFlow:
         self._since = 0.0
         self._held = 0  # deliveries that waited during the current block
         self.waiting = 0  # deliveries waiting right now
-        _FrameLines.install(self)
+        self._tap: FrameTap | None = None
+
+    def tap(self) -> FrameTap:
+        tap: FrameTap
+
+        def blocked(reason: str) -> None:
+            if tap is self._tap:
+                self.blocked_by(reason)
+
+        def unblocked() -> None:
+            if tap is self._tap:
+                self.release("unblocked by the broker")
+
+        tap = self._tap = FrameTap(blocked, unblocked)
+        return tap
 
     @property
     def blocked(self) -> bool:
@@ -82,9 +198,7 @@ class BrokerFlow:
         finally:
             self.waiting -= 1
 
-    def blocked_by(self, connection: Any, reason: str) -> None:
-        if not self._is_ours(connection):
-            return
+    def blocked_by(self, reason: str) -> None:
         if self.blocked:
             self.reason = reason
             return
@@ -94,10 +208,6 @@ class BrokerFlow:
         self._open.clear()
         self.log.warning("broker_blocked", reason=reason)
         self._on_change()
-
-    def unblocked(self, connection: Any) -> None:
-        if self._is_ours(connection):
-            self.release("unblocked by the broker")
 
     def release(self, why: str) -> None:
         """Let deliveries through again: the broker unblocked the connection, or the
@@ -114,40 +224,3 @@ class BrokerFlow:
         self.reason = None
         self._open.set()
         self._on_change()
-
-
-class _FrameLines(logging.Filter):
-    """Turns aiormq's lines about `connection.blocked` / `connection.unblocked` into
-    calls on the `BrokerFlow` of that connection, and drops them."""
-
-    installed = False
-
-    @classmethod
-    def install(cls, flow: BrokerFlow) -> None:
-        _FLOWS.add(flow)
-        if cls.installed:
-            return
-        cls.installed = True
-        logger = logging.getLogger(_LOGGER)
-        logger.addFilter(cls())
-        # The records are warnings: they must be made whatever the log level. Pinned on
-        # this logger itself, so that quieting "aiormq" later (a higher log level, the
-        # one-shot commands' silence_broker_libraries) cannot hide the frames.
-        logger.setLevel(min(logger.getEffectiveLevel(), logging.WARNING))
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.msg not in (_BLOCKED, _UNBLOCKED):
-            return True
-        args = record.args if isinstance(record.args, tuple) else ()
-        if not args:
-            return True
-        for flow in list(_FLOWS):
-            if record.msg == _BLOCKED:
-                flow.blocked_by(args[0], str(args[1]) if len(args) > 1 else "")
-            else:
-                flow.unblocked(args[0])
-        return False
-
-
-# Every worker's flow in this process (one, but for tests).
-_FLOWS: "weakref.WeakSet[BrokerFlow]" = weakref.WeakSet()

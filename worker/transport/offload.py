@@ -20,7 +20,9 @@ turn (or for a replacement helper to start) never counts against a job's deadlin
 """
 
 import asyncio
+import contextlib
 import multiprocessing
+import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -29,15 +31,18 @@ from worker.ops.logs import format_exception, payload_logging_enabled
 from worker.render.config import WorkerConfig
 from worker.render.renderer import Renderer
 from worker.render.replies import RenderOutcome
-from worker.transport import faults
 from worker.transport.process import die_with_parent
 
 _renderer: Renderer | None = None
 _trace_messages = False
-_faults = False
 
 
-def _init_helper(config: WorkerConfig, max_message_bytes: int, trace_messages: bool) -> None:
+def _init_helper(
+    config: WorkerConfig,
+    max_message_bytes: int,
+    trace_messages: bool,
+    renderer_class: type[Renderer] = Renderer,
+) -> None:
     # The worker decides when to stop; a Ctrl-C reaching the whole process group must
     # not kill renders the worker is still waiting for.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -45,16 +50,13 @@ def _init_helper(config: WorkerConfig, max_message_bytes: int, trace_messages: b
     # SIGKILL, as SIGTERM is ignored: a helper whose worker died has nothing to finish.
     parent = multiprocessing.parent_process()
     die_with_parent(signal.SIGKILL, parent.pid if parent is not None else None)
-    global _renderer, _trace_messages, _faults
+    global _renderer, _trace_messages
     _trace_messages = trace_messages
-    _faults = faults.enabled()
-    _renderer = Renderer(config, max_message_bytes=max_message_bytes)
+    _renderer = renderer_class(config, max_message_bytes=max_message_bytes)
 
 
 def _render_in_helper(body: bytes) -> tuple[RenderOutcome, str | None]:
     assert _renderer is not None, "helper process not initialised"
-    if _faults:
-        faults.inject(body)
     outcome = _renderer.render(body)
     trace = None
     if outcome.exception is not None:
@@ -75,13 +77,26 @@ class RenderTimedOut(Exception):
 
 
 class RenderPool:
-    """Helper processes holding their own `Renderer`, started lazily, replaced when broken."""
+    """A helper process holding its own `Renderer`, started lazily, replaced when broken.
 
-    def __init__(self, config: WorkerConfig, max_message_bytes: int, processes: int = 1) -> None:
+    `renderer_class` is what each helper renders with: the worker's own class, so that a
+    renderer given to the worker renders the same in its helpers (it must be importable
+    by name, as the helpers are spawned).
+    """
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        max_message_bytes: int,
+        renderer_class: type[Renderer] = Renderer,
+    ) -> None:
         self.config = config
+        self.renderer_class = renderer_class
         self.max_message_bytes = max_message_bytes
-        self.processes = processes
         self._executor: ProcessPoolExecutor | None = None
+        # The pid of each executor's helper, asked of it before its first render: the
+        # process to kill should a render overrun its deadline.
+        self._helper_pids: dict[ProcessPoolExecutor, int] = {}
         # Created on first use, inside the event loop that will wait on it.
         self._turns: asyncio.Semaphore | None = None
         self._replacing: asyncio.Task[bool] | None = None
@@ -92,10 +107,15 @@ class RenderPool:
             # spawn, not fork: the worker has threads and an event loop that a forked
             # child must not inherit.
             self._executor = ProcessPoolExecutor(
-                self.processes,
+                1,  # one helper: the one process to kill on an overrun is known
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_helper,
-                initargs=(self.config, self.max_message_bytes, payload_logging_enabled()),
+                initargs=(
+                    self.config,
+                    self.max_message_bytes,
+                    payload_logging_enabled(),
+                    self.renderer_class,
+                ),
             )
         return self._executor
 
@@ -108,6 +128,7 @@ class RenderPool:
             await self.render(b"{}")
         except Exception:  # RenderProcessDied, or spawning failed (e.g. out of memory)
             if self._executor is not None:
+                self._helper_pids.pop(self._executor, None)
                 self._executor.shutdown(wait=False, cancel_futures=True)
                 self._executor = None
             return False
@@ -122,11 +143,15 @@ class RenderPool:
         `RenderProcessDied` when the helper died under the job.
         """
         if self._turns is None:
-            self._turns = asyncio.Semaphore(self.processes)
+            self._turns = asyncio.Semaphore(1)
         async with self._turns:
             executor = self._ensure()
             loop = asyncio.get_running_loop()
             try:
+                if executor not in self._helper_pids:
+                    # Once per helper, before its first render (and outside any deadline,
+                    # as the helper's start-up is): whom to kill for an overrun.
+                    self._helper_pids[executor] = await loop.run_in_executor(executor, os.getpid)
                 return await asyncio.wait_for(
                     loop.run_in_executor(executor, _render_in_helper, body), deadline
                 )
@@ -140,10 +165,10 @@ class RenderPool:
 
     def _discard(self, executor: ProcessPoolExecutor, *, kill: bool = False) -> None:
         """Drop a helper that overran or died, and start its replacement now."""
-        if kill:
-            # None once the executor is shut down (its processes are then on their way out).
-            for process in list((executor._processes or {}).values()):
-                process.kill()
+        pid = self._helper_pids.pop(executor, None)
+        if kill and pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         if self._executor is executor:
             self._executor = None
             executor.shutdown(wait=False, cancel_futures=True)
@@ -162,8 +187,11 @@ class RenderPool:
             return
         # The worker is stopping: a job still rendering was given up by the drain (the
         # broker redelivers it), so the helper is killed rather than awaited.
-        for process in list((executor._processes or {}).values()):
-            process.kill()
+        # (A helper whose pid was never asked has rendered nothing: it is idle.)
+        pid = self._helper_pids.pop(executor, None)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         # Waited for (briefly: the helper is dead): the pool's manager thread closes its
         # wake-up pipe as it finishes, and the interpreter's exit hook writes to that
         # pipe, so a thread still finishing at exit made Python print `OSError: [Errno 9]

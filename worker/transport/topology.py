@@ -1,7 +1,8 @@
 """The worker's RabbitMQ topology, in one place (CONTRACT.md §4).
 
-The worker declares it idempotently at start-up (and aio-pika re-declares it after a
-reconnect); `deploy/rabbitmq/definitions.json` describes the same objects for brokers
+The worker declares it idempotently on each channel it opens (`declare_on`, over aiormq:
+at start-up and after every reconnect); tests and tools declare it through aio-pika
+(`declare`); `deploy/rabbitmq/definitions.json` describes the same objects for brokers
 that are provisioned ahead of time, and `rabbitmq_definitions` renders them in that
 format so the two can be compared by a test. RabbitMQ refuses (406
 PRECONDITION_FAILED) to re-declare a queue with different arguments, so every argument
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aio_pika
+import aiormq.abc
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
 
 DEFAULT_REQUEST_QUEUE = "build-prompt"
@@ -104,6 +106,31 @@ async def declare(channel: AbstractChannel, topology: Topology) -> Declared:
         topology.request_queue, durable=True, arguments=topology.request_arguments()
     )
     return Declared(requests, replies, dlx, dlq)
+
+
+async def declare_on(channel: aiormq.abc.AbstractChannel, topology: Topology) -> None:
+    """`declare`, on an aiormq channel (the worker's own link)."""
+    await channel.exchange_declare(
+        topology.dead_letter_exchange, exchange_type=DEAD_LETTER_EXCHANGE_TYPE, durable=True
+    )
+    await channel.queue_declare(
+        topology.dead_letter_queue, durable=True, arguments=dead_letter_queue_arguments()
+    )
+    await channel.queue_bind(topology.dead_letter_queue, topology.dead_letter_exchange)
+    await declare_reply_queue(channel, topology)
+    await declare_request_queue(channel, topology)
+
+
+async def declare_reply_queue(channel: aiormq.abc.AbstractChannel, topology: Topology) -> None:
+    await channel.queue_declare(
+        topology.reply_queue, durable=True, arguments=reply_queue_arguments()
+    )
+
+
+async def declare_request_queue(channel: aiormq.abc.AbstractChannel, topology: Topology) -> None:
+    await channel.queue_declare(
+        topology.request_queue, durable=True, arguments=topology.request_arguments()
+    )
 
 
 def rabbitmq_definitions(topology: Topology | None = None, vhost: str = "/") -> dict[str, Any]:

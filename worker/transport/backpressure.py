@@ -1,0 +1,215 @@
+"""Replies the broker refused: backpressure, never a dead letter.
+
+A job whose render succeeded is answered, or waits. When the broker refuses its reply
+with a negative confirm (a reply queue over its limit with `reject-publish`, a quorum
+queue without a leader yet after a node died, ...) the fault is the broker's, not the
+job's, so the job is neither requeued nor dead-lettered: the worker holds it, still
+unacknowledged on its own channel, and publishes the same reply again until the broker
+confirms it, then acknowledges the job. Meanwhile:
+
+* new deliveries wait at the door (`admit`), unrendered, as during a resource alarm:
+  the worker takes no more work than it already holds;
+* the reply goes out on a fresh channel of the worker's connection (the channel that
+  was refused may be what is wrong), and after `FRESH_CHANNEL_TRIES` refusals there on
+  a connection of its own to the next node of the cluster (a node that lost a queue's
+  leader can keep refusing while the others accept); the pauses grow
+  (`worker.transport.retry`);
+* after `NOT_READY_AFTER` seconds the worker reports not ready (`"replies_accepted":
+  false`), with the reason logged;
+* the first confirmed reply opens the door again. The channel that got it confirmed is
+  kept for the next refusal, so a worker whose own connection keeps being refused (a
+  node that lost a queue's leader) answers through the other one at once, without the
+  pauses, and without dropping the jobs it holds on its own connection.
+
+A reply the broker returns as unroutable, a reply too large for the broker, and jobs
+that are wrong in themselves keep their own outcomes (`worker.transport.delivery`).
+"""
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+
+from aiormq.abc import AbstractChannel, AbstractConnection
+from aiormq.exceptions import (
+    ChannelClosed,
+    ChannelInvalidStateError,
+    DeliveryError,
+    PublishError,
+)
+from structlog.typing import FilteringBoundLogger
+
+from worker.ops.metrics import Metrics
+from worker.transport.broker_failures import describe
+from worker.transport.readiness import Readiness
+from worker.transport.retry import backoff
+
+# Seconds of refused replies before the worker reports not ready.
+NOT_READY_AFTER = 5.0
+# Refusals on fresh channels of the worker's connection before a connection of its own.
+FRESH_CHANNEL_TRIES = 2
+
+Send = Callable[[AbstractChannel], Awaitable[None]]
+
+
+class ReplyChannels:
+    """Where a refused reply is published again: a fresh channel of the worker's
+    connection, or of a connection of its own to another node.
+
+    `main()` gives the worker's connection (None while it is down); `side()` opens a
+    connection to the next node (one attempt; raises when it fails).
+    """
+
+    def __init__(
+        self,
+        main: Callable[[], AbstractConnection | None],
+        side: Callable[[], Awaitable[AbstractConnection]],
+    ) -> None:
+        self._main = main
+        self._side = side
+        self.side_connection: AbstractConnection | None = None
+        self.used_side = False
+        self._channel: AbstractChannel | None = None
+
+    async def channel(self, refusals: int) -> AbstractChannel:
+        if self._channel is not None and not self._channel.is_closed:
+            return self._channel
+        connection = self._main()
+        if refusals >= FRESH_CHANNEL_TRIES or connection is None or connection.is_closed:
+            if self.side_connection is None or self.side_connection.is_closed:
+                self.side_connection = await self._side()
+            connection = self.side_connection
+            self.used_side = True
+        self._channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        return self._channel
+
+    async def discard(self) -> None:
+        """The channel in use failed or was refused: the next try opens another."""
+        channel, self._channel = self._channel, None
+        if channel is not None and not channel.is_closed:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(channel.close(), timeout=1)
+
+    async def close(self) -> None:
+        await self.discard()
+        side, self.side_connection = self.side_connection, None
+        if side is not None and not side.is_closed:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(side.close(), timeout=5)
+
+
+class ReplyBackpressure:
+    """Holds refused replies and publishes them again; the door new deliveries wait at."""
+
+    def __init__(
+        self,
+        readiness: Readiness,
+        metrics: Metrics,
+        log: FilteringBoundLogger,
+        channels: ReplyChannels,
+    ) -> None:
+        self.readiness = readiness
+        self.metrics = metrics
+        self.log = log
+        self.channels = channels
+        self._open = asyncio.Event()
+        self._open.set()
+        self._one_at_a_time = asyncio.Lock()
+        self.held = 0
+        self.reason: str | None = None
+        self._since = 0.0
+        self._unready: asyncio.TimerHandle | None = None
+
+    @property
+    def engaged(self) -> bool:
+        return not self._open.is_set()
+
+    async def admit(self) -> None:
+        """Return once replies reach the broker again (at once, usually)."""
+        await self._open.wait()
+
+    async def publish_held(self, error: BaseException, send: Send) -> None:
+        """The broker refused a reply (`error`): publish it again with `send(channel)`
+        until it is confirmed. Raises `PublishError` should the broker return it as
+        unroutable (the caller's outcome for that). Once the job is settled, or when
+        this raises, the caller calls `release()`."""
+        self._hold(error)
+        async with self._one_at_a_time:
+            refusals = 0
+            while True:
+                if refusals:
+                    await asyncio.sleep(backoff(refusals - 1))
+                try:
+                    await send(await self.channels.channel(refusals))
+                except (asyncio.CancelledError, PublishError):
+                    raise
+                except Exception as exc:
+                    refusals += 1
+                    self.metrics.reply_refusals.labels(cause=_cause(exc)).inc()
+                    self.log.warning(
+                        "reply_republish_failed",
+                        attempt=refusals,
+                        error=describe(exc),
+                        own_connection=self.channels.used_side,
+                    )
+                    await self.channels.discard()
+                    continue
+                break
+        self._confirmed()
+
+    def _hold(self, error: BaseException) -> None:
+        self.held += 1
+        self.metrics.replies_held.set(self.held)
+        self.metrics.reply_refusals.labels(cause=_cause(error)).inc()
+        if self.engaged:
+            return
+        self.reason = _reason(error)
+        self._since = time.monotonic()
+        self._open.clear()
+        self.log.warning("reply_backpressure", reason=self.reason, held=self.held)
+        self._unready = asyncio.get_running_loop().call_later(NOT_READY_AFTER, self._not_ready)
+
+    def _not_ready(self) -> None:
+        if not self.engaged:
+            return
+        self.readiness.replies_accepted = False
+        self.readiness.update()
+        self.log.warning(
+            "not_ready", reason=f"replies refused by the broker: {self.reason}", held=self.held
+        )
+
+    def _confirmed(self) -> None:
+        if not self.engaged:
+            return
+        if self._unready is not None:
+            self._unready.cancel()
+        self.log.info(
+            "reply_backpressure_cleared",
+            reason=self.reason,
+            held=self.held,
+            refused_s=round(time.monotonic() - self._since, 1),
+        )
+        self.reason = None
+        self._open.set()
+        self.readiness.replies_accepted = True
+        self.readiness.update()
+
+    async def release(self) -> None:
+        """A held job is settled (or given up)."""
+        self.held -= 1
+        self.metrics.replies_held.set(self.held)
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, DeliveryError):
+        return "the broker refused the reply (nack)"
+    return describe(error)
+
+
+def _cause(error: BaseException) -> str:
+    """`nack` (a negative confirm), `channel` or `connection` (lost while publishing)."""
+    if isinstance(error, DeliveryError):
+        return "nack"
+    if isinstance(error, ChannelClosed | ChannelInvalidStateError):
+        return "channel"
+    return "connection"
