@@ -26,6 +26,7 @@ from worker.render.config import WorkerConfig
 from worker.render.decode import load_body, validate_job
 from worker.render.replies import (
     DEFAULT_MAX_MESSAGE_BYTES,
+    Phase,
     RenderOutcome,
     error_reply,
     invalid_job,
@@ -46,6 +47,8 @@ class ParsedJob:
     job: Job
     masked: dict[str, int]  # what masking removed, by detector
     masking_seconds: float
+    # decode, mask and validate, timed for the trace (render.Phase)
+    phases: list[Phase]
 
 
 class Renderer:
@@ -88,22 +91,27 @@ class Renderer:
             return payload_too_large(size, self.max_message_bytes)
         # orjson + python-mode validation rather than model_validate_json: arbitrary JSON
         # (tool schemas) passes through instead of being rebuilt (docs/PERFORMANCE.md).
+        started = time.perf_counter()
         try:
             data, tools = load_body(body)
         except ValueError as exc:
             return error_reply(
                 ErrorCode.INVALID_JSON, f"body is not valid JSON: {exc}", request_bytes=size
             )
+        decoded = time.perf_counter()
+        phases: list[Phase] = [("decode", started, decoded)]
         masked: dict[str, int] = {}
         masking_seconds = 0.0
         if self.masker is not None:
             # On the parsed JSON, before validation: see Masker.mask_payload.
-            started = time.perf_counter()
             try:
                 masked = self.masker.mask_payload(data)
             except RecursionError:
                 return too_deep(*peek_identity(data))
-            masking_seconds = time.perf_counter() - started
+            unmasked = decoded
+            decoded = time.perf_counter()
+            masking_seconds = decoded - unmasked
+            phases.append(("mask", unmasked, decoded))
         try:
             job = validate_job(data, tools, body)
         except ValidationError as exc:
@@ -112,7 +120,8 @@ class Renderer:
         problems = kind_rule_violations(job)
         if problems:
             return invalid_job(problems, job.job_id, job.kind.value, size)
-        return ParsedJob(job, masked, masking_seconds)
+        phases.append(("validate", decoded, time.perf_counter()))
+        return ParsedJob(job, masked, masking_seconds, phases)
 
     def render(self, body: bytes | str) -> RenderOutcome:
         """Render one job body into a reply body. Never raises."""
@@ -129,6 +138,7 @@ class Renderer:
             return parsed
         outcome = self.render_job(parsed.job, parsed.masked, parsed.masking_seconds)
         outcome.request_bytes = len(body)
+        outcome.phases = parsed.phases + outcome.phases
         return outcome
 
     def render_job(
@@ -140,13 +150,17 @@ class Renderer:
         masked = {} if masked is None else masked
         budget_meta: dict[str, Any] | None = None
         tokens_left_out = 0
+        phases: list[Phase] = []
         try:
             spec = FAMILIES[job.kind]
             result = spec.build(job, self.context)
             messages = self.contributors.apply(job, result.messages)
+            built = time.perf_counter()
+            phases.append(("build", started, built))
             budget = job.budget or self.default_budget
             if budget is not None:
                 fitted = self._fit(job, budget, spec.build, messages)
+                phases.append(("budget", built, time.perf_counter()))
                 if isinstance(fitted, RenderOutcome):
                     return fitted
                 messages = fitted.messages
@@ -195,6 +209,9 @@ class Renderer:
             messages=messages,
             trimmed=bool(budget_meta and budget_meta["trimmed"]),
             tokens_left_out=tokens_left_out,
+            family=spec.name,
+            template_version=spec.template_version,
+            phases=phases,
         )
 
     def _fit(
