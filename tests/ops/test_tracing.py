@@ -17,7 +17,6 @@ from opentelemetry.trace import SpanKind
 
 from worker.errors import ConfigError
 from worker.ops.otel import (
-    DroppingExportQueue,
     JobTracing,
     QueueSettings,
     context_headers,
@@ -245,20 +244,23 @@ class StuckReceiver(SpanExporter):
 def test_a_receiver_that_does_not_answer_costs_spans_not_waiting() -> None:
     receiver = StuckReceiver()
     dropped: list[int] = []
-    queue = DroppingExportQueue(
-        receiver,
-        QueueSettings(max_queue_size=4, schedule_delay_s=0.01, max_export_batch_size=1),
-        dropped.append,
+    traced = JobTracing.from_environment(
+        {
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_BSP_MAX_QUEUE_SIZE": "4",
+            "OTEL_BSP_SCHEDULE_DELAY": "10",
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "1",
+        },
+        on_dropped=dropped.append,
+        exporter=receiver,
     )
-    traced = JobTracing.from_environment({"OTEL_TRACES_EXPORTER": "otlp"}, exporter=receiver)
-    traced.provider.add_span_processor(queue)
     for _ in range(20):
         traced.tracer.start_span("x").end()
     # At most one batch is in the receiver's hands and four wait: the rest are dropped.
     assert sum(dropped) >= 20 - 4 - 1
-    assert queue.dropped == sum(dropped)
     receiver.release.set()
-    queue.shutdown()
+    traced.shutdown()
+    assert receiver.exported + sum(dropped) == 20
 
 
 class RefusingReceiver(SpanExporter):
@@ -271,17 +273,16 @@ class RefusingReceiver(SpanExporter):
 
 def test_a_receiver_that_is_down_drops_and_counts() -> None:
     dropped: list[int] = []
-    queue = DroppingExportQueue(
-        RefusingReceiver(),
-        QueueSettings(max_queue_size=100, schedule_delay_s=60, max_export_batch_size=100),
-        dropped.append,
+    traced = JobTracing.from_environment(
+        {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_SCHEDULE_DELAY": "60000"},
+        on_dropped=dropped.append,
+        exporter=RefusingReceiver(),
     )
-    traced = JobTracing.from_environment({"OTEL_TRACES_EXPORTER": "console"})
-    traced.provider.add_span_processor(queue)
     for _ in range(3):
         traced.tracer.start_span("x").end()
-    queue.force_flush()
+    traced.provider.force_flush()
     assert sum(dropped) == 3
+    traced.shutdown()
 
 
 def test_the_renderer_times_its_phases_with_and_without_a_budget() -> None:
