@@ -19,8 +19,6 @@ from worker.errors import ConfigError
 from worker.ops.otel import (
     JobTracing,
     QueueSettings,
-    context_headers,
-    outcome_attributes,
 )
 from worker.ops.tracing import start_tracing, tracing_requested
 from worker.render.renderer import Renderer
@@ -109,23 +107,20 @@ def render_one(
         redelivered=False,
         body_size=len(body),
     )
-    span.phases(outcome.phases)
-    span.outcome(
-        outcome_attributes(
-            status=outcome.status,
-            job_id=outcome.job_id,
-            kind=outcome.kind,
-            family=outcome.family,
-            template_version=outcome.template_version,
-            error_code=outcome.error_code,
-            masked=outcome.masked,
-            trimmed=outcome.trimmed,
-            tokens_left_out=outcome.tokens_left_out,
-        ),
-        error=not outcome.ok,
+    span.rendered(
+        status=outcome.status,
+        job_id=outcome.job_id,
+        kind=outcome.kind,
+        family=outcome.family,
+        template_version=outcome.template_version,
+        error_code=outcome.error_code,
+        masked=outcome.masked,
+        trimmed=outcome.trimmed,
+        tokens_left_out=outcome.tokens_left_out,
+        phases=outcome.phases,
     )
     send = span.send("build-prompt.replies")
-    reply_headers = context_headers(send)
+    reply_headers = send.headers
     send.end()
     span.end()
     return reply_headers

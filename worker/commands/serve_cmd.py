@@ -68,6 +68,7 @@ async def serve(settings: "Settings", config: "WorkerConfig") -> int:
     from worker.ops.http import HealthServer
     from worker.ops.logs import get_logger
     from worker.ops.metrics import Metrics
+    from worker.ops.tracing import start_tracing
     from worker.render.renderer import Renderer
     from worker.transport import frames
     from worker.transport.consumer import Worker
@@ -80,8 +81,17 @@ async def serve(settings: "Settings", config: "WorkerConfig") -> int:
         # always right, the fast one only quicker.
         log.warning("amqp_codec_unavailable", wanted=settings.amqp_codec, using=codec)
     metrics = Metrics(__version__)
+    try:
+        tracing = start_tracing(
+            os.environ,
+            on_dropped=metrics.trace_spans_dropped.inc,
+            log_ignored=lambda value: log.debug("traceparent_ignored", traceparent=value),
+        )
+    except ConfigError as exc:
+        log.error("tracing_unavailable", error=str(exc))
+        return USAGE_ERROR
     renderer = Renderer(config, max_message_bytes=settings.max_message_bytes)
-    worker = Worker(settings, renderer, metrics)
+    worker = Worker(settings, renderer, metrics, tracing=tracing)
 
     signals = 0
 
@@ -117,6 +127,7 @@ async def serve(settings: "Settings", config: "WorkerConfig") -> int:
         request_queue=settings.request_queue,
         event_loop=running_loop_name(),
         amqp_codec=codec,
+        tracing=tracing is not None,
         # Which scan runs masking: "libhs" is fastest, "python" means slow jobs.
         masking_engine=renderer.masker.prefilter.engine if renderer.masker else None,
     )
@@ -125,5 +136,8 @@ async def serve(settings: "Settings", config: "WorkerConfig") -> int:
     finally:
         if http is not None:
             await http.stop()
+        if tracing is not None:
+            # Exports what is queued (bounded by the exporter's own timeout).
+            tracing.shutdown()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)

@@ -324,8 +324,44 @@ class ProcessSpan:
         if error:
             self.span.set_status(Status(StatusCode.ERROR))
 
-    def send(self, routing_key: str) -> Span:
+    def rendered(
+        self,
+        *,
+        status: str,
+        job_id: str | None,
+        kind: str | None,
+        family: str | None,
+        template_version: str | None,
+        error_code: str | None,
+        masked: Mapping[str, int],
+        trimmed: bool,
+        tokens_left_out: int,
+        phases: Sequence[Phase],
+    ) -> None:
+        """What the render made of the job: its phases and outcome."""
+        if not self.span.is_recording():
+            return
+        self.phases(phases)
+        self.outcome(
+            outcome_attributes(
+                status=status,
+                job_id=job_id,
+                kind=kind,
+                family=family,
+                template_version=template_version,
+                error_code=error_code,
+                masked=masked,
+                trimmed=trimmed,
+                tokens_left_out=tokens_left_out,
+            ),
+            error=status != "ok",
+        )
+
+    def send(self, routing_key: str) -> "SendSpan":
         """Start the reply's send span; its context goes into the reply's headers."""
+        return SendSpan(self._send_span(routing_key))
+
+    def _send_span(self, routing_key: str) -> Span:
         return self.tracer.start_span(
             f"send {routing_key}",
             context=trace.set_span_in_context(self.span),
@@ -340,6 +376,22 @@ class ProcessSpan:
         )
 
     def end(self) -> None:
+        self.span.end()
+
+
+class SendSpan:
+    """The span of publishing a reply, up to the broker's confirm."""
+
+    __slots__ = ("headers", "span")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        # The reply's traceparent: the LLM caller's span becomes this span's child.
+        self.headers = context_headers(span)
+
+    def end(self, error: BaseException | None = None) -> None:
+        if error is not None and self.span.is_recording():
+            self.span.set_status(Status(StatusCode.ERROR, type(error).__name__))
         self.span.end()
 
 

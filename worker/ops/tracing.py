@@ -35,10 +35,12 @@ def tracing_requested(environ: Mapping[str, str]) -> bool:
 def start_tracing(
     environ: Mapping[str, str],
     on_dropped: Callable[[int], None] | None = None,
+    log_ignored: Callable[[str], None] = lambda _: None,
 ) -> "JobTracing | None":
     """The tracing the environment asks for, or None when it asks for none.
 
-    `on_dropped(n)` is told of spans dropped because the exporter's queue was full.
+    `on_dropped(n)` is told of spans dropped because the exporter's queue was full;
+    `log_ignored(traceparent)` of a job's malformed traceparent (a new trace begins).
     Raises ConfigError when tracing is asked for but cannot be had.
     """
     if not tracing_requested(environ):
@@ -50,4 +52,4 @@ def start_tracing(
             "OTEL_* variables turn tracing on, but OpenTelemetry is not installed "
             f"({exc.name}): install the otel extra, pip install 'build-prompt-worker[otel]'"
         ) from None
-    return JobTracing.from_environment(environ, on_dropped=on_dropped)
+    return JobTracing.from_environment(environ, on_dropped=on_dropped, log_ignored=log_ignored)

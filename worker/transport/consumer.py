@@ -47,7 +47,7 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import aio_pika
 import aiormq
@@ -82,6 +82,10 @@ from worker.transport.offload import RenderPool, RenderProcessDied, RenderTimedO
 from worker.transport.reply_limit import BROKER_DEFAULT_MAX_MESSAGE_BYTES, limit_from_refusal
 from worker.transport.retry import backoff
 from worker.transport.settings import Settings
+
+if TYPE_CHECKING:
+    # Only with tracing on is OpenTelemetry imported (worker.ops.tracing).
+    from worker.ops.otel import JobTracing, ProcessSpan
 
 # The most CPU time a render may take on the event loop before it moves to the helper
 # (never longer than the render deadline itself): far above a typical job's render,
@@ -157,6 +161,7 @@ class Delivery:
     attempt: int  # earlier deliveries of the same job (delivery_count)
     acks: BatchedAcks  # the settlement of the channel it came on
     tag: int  # its delivery tag on that channel
+    span: "ProcessSpan | None" = None  # its trace's process span, with tracing on
 
     @property
     def reply_to(self) -> str | None:
@@ -192,8 +197,10 @@ class Worker:
         renderer: Renderer,
         metrics: Metrics,
         render_pool: RenderPool | None = None,
+        tracing: "JobTracing | None" = None,
     ) -> None:
         self.settings = settings
+        self.tracing = tracing
         self.topology = settings.topology
         self.renderer = renderer
         self.metrics = metrics
@@ -626,7 +633,14 @@ class Worker:
         size = len(message.body)
         if self.prefetch.observe(size) is not None:
             self._switch_prefetch()
-        delivery = Delivery(message, received, delivery_count(message), acks, tag)
+        delivery = Delivery(
+            message,
+            received,
+            delivery_count(message),
+            acks,
+            tag,
+            None if self.tracing is None else self._process_span(message, tag, size),
+        )
         acquired = False
         try:
             if not self.budget.try_acquire(size):
@@ -649,6 +663,8 @@ class Worker:
             if acks.is_unsettled(delivery.tag):
                 await self._settle(delivery, "requeue")
         finally:
+            if delivery.span is not None:
+                delivery.span.end()
             if acquired:
                 self.budget.release(size)
             self._in_flight -= 1
@@ -656,8 +672,35 @@ class Worker:
             if self._in_flight == 0 and self._idle is not None:
                 self._idle.set()
 
+    def _process_span(self, message: DeliveredMessage, tag: int, size: int) -> "ProcessSpan":
+        assert self.tracing is not None
+        properties = message.header.properties
+        return self.tracing.process(
+            properties.headers,
+            queue=self.settings.request_queue,
+            message_id=properties.message_id,
+            correlation_id=properties.correlation_id,
+            delivery_tag=tag,
+            redelivered=bool(cast(Basic.Deliver, message.delivery).redelivered),
+            body_size=size,
+        )
+
     async def _handle(self, delivery: Delivery) -> None:
         decision = await self._decide(delivery)
+        outcome = decision.outcome
+        if delivery.span is not None and outcome is not None:
+            delivery.span.rendered(
+                status=outcome.status,
+                job_id=outcome.job_id,
+                kind=outcome.kind,
+                family=outcome.family,
+                template_version=outcome.template_version,
+                error_code=outcome.error_code,
+                masked=outcome.masked,
+                trimmed=outcome.trimmed,
+                tokens_left_out=outcome.tokens_left_out,
+                phases=outcome.phases,
+            )
         if decision.retry is None:
             decision = await self._publish(delivery, decision)
         await self._conclude(delivery, decision)
@@ -828,15 +871,25 @@ class Worker:
             correlation_id=request.correlation_id or outcome.job_id or request.message_id,
             message_id=next(self._reply_ids),
         )
+        sent = None if delivery.span is None else delivery.span.send(routing_key)
+        if sent is not None:
+            properties.headers = dict(sent.headers)
         # On the channel the job came on, which is the worker's publishing channel.
         # `wait=False`: the confirm awaited here says more than the socket drain.
-        await cast(aiormq.Channel, delivery.message.channel).basic_publish(
-            outcome.body,
-            routing_key=routing_key,
-            properties=properties,
-            mandatory=True,
-            wait=False,
-        )
+        try:
+            await cast(aiormq.Channel, delivery.message.channel).basic_publish(
+                outcome.body,
+                routing_key=routing_key,
+                properties=properties,
+                mandatory=True,
+                wait=False,
+            )
+        except BaseException as exc:
+            if sent is not None:
+                sent.end(exc)
+            raise
+        if sent is not None:
+            sent.end()
 
     async def _redeclare_reply_queue(self) -> None:
         assert self._channel is not None
@@ -865,7 +918,8 @@ class Worker:
             return
         settled = await self._settle(delivery, decision.settle)
         assert decision.outcome is not None
-        self._record(decision.outcome, len(delivery.message.body), delivery.received)
+        trace_id = None if delivery.span is None else delivery.span.trace_id
+        self._record(decision.outcome, len(delivery.message.body), delivery.received, trace_id)
         self._log_job(delivery, decision, settled)
 
     async def _settle(self, delivery: Delivery, how: Settle) -> str:
@@ -896,7 +950,13 @@ class Worker:
             self.log.warning("settle_failed", how=how, error=repr(exc))
             return "unsettled"
 
-    def _record(self, outcome: RenderOutcome, request_bytes: int, received: float) -> None:
+    def _record(
+        self,
+        outcome: RenderOutcome,
+        request_bytes: int,
+        received: float,
+        trace_id: str | None = None,
+    ) -> None:
         ok = outcome.ok
         self.metrics.job_done(
             kind_label(outcome.kind),
@@ -908,6 +968,7 @@ class Worker:
             prompt_chars=outcome.prompt_chars,
             masked=outcome.masked,
             tokens_left_out=outcome.tokens_left_out if outcome.trimmed else None,
+            trace_id=trace_id,
         )
 
     def _log_job(self, delivery: Delivery, decision: Decision, settled: str) -> None:
