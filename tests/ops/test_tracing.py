@@ -6,19 +6,26 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from hypothesis import given
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+from opentelemetry.sdk.trace.sampling import Decision, ParentBased, TraceIdRatioBased
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 from worker.errors import ConfigError
 from worker.ops.otel import (
     JobTracing,
+    OtlpHttpReceiver,
+    Parent,
     QueueSettings,
+    Sampler,
+    key_value,
+    parse_traceparent,
 )
 from worker.ops.tracing import start_tracing, tracing_requested
 from worker.render.renderer import Renderer
@@ -59,6 +66,56 @@ def test_a_bad_queue_size_is_a_configuration_error() -> None:
         QueueSettings.from_environment({"OTEL_BSP_MAX_QUEUE_SIZE": "lots"})
 
 
+@pytest.mark.parametrize(
+    ("environ", "match"),
+    [
+        ({"OTEL_TRACES_EXPORTER": "console"}, "OTEL_TRACES_EXPORTER='console'"),
+        ({"OTEL_TRACES_SAMPLER": "sometimes"}, "OTEL_TRACES_SAMPLER='sometimes'"),
+        (
+            {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"},
+            "OTEL_TRACES_SAMPLER_ARG",
+        ),
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "http/protobuf"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://x"}, "http:// or https://"),
+        ({"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, "gzip or none"),
+    ],
+)
+def test_settings_tracing_cannot_follow_are_configuration_errors(
+    environ: dict[str, str], match: str
+) -> None:
+    with pytest.raises(ConfigError, match=match):
+        start_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", **environ})
+
+
+def test_the_receiver_follows_the_standard_variables() -> None:
+    receiver = OtlpHttpReceiver(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector.example:4318/",
+            "OTEL_EXPORTER_OTLP_HEADERS": "api-key=s%3Dcret, x-team = sre",
+            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "2500",
+            "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+        }
+    )
+    assert (receiver.url.hostname, receiver.url.port, receiver.path) == (
+        "collector.example",
+        4318,
+        "/v1/traces",
+    )
+    assert receiver.headers["api-key"] == "s=cret"
+    assert receiver.headers["x-team"] == "sre"
+    assert receiver.headers["Content-Encoding"] == "gzip"
+    assert receiver.timeout == 2.5
+    assert receiver.context is not None
+    default = OtlpHttpReceiver({})
+    assert (default.url.hostname, default.url.port, default.path) == (
+        "localhost",
+        4318,
+        "/v1/traces",
+    )
+    exact = OtlpHttpReceiver({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://h:9/custom"})
+    assert exact.path == "/custom"
+
+
 def test_with_tracing_off_nothing_of_opentelemetry_is_imported() -> None:
     code = (
         "import sys, json\n"
@@ -75,20 +132,53 @@ def test_with_tracing_off_nothing_of_opentelemetry_is_imported() -> None:
     assert json.loads(out.stdout) == []
 
 
-def tracing(exporter: SpanExporter, **limits: float) -> tuple[JobTracing, list[str]]:
+class CapturingReceiver:
+    """Decodes what the worker sends with OpenTelemetry's own protobuf classes."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportTraceServiceRequest] = []
+
+    def send(self, body: bytes) -> None:
+        self.requests.append(ExportTraceServiceRequest.FromString(body))
+
+    def spans(self) -> dict[str, Span]:
+        return {
+            span.name: span
+            for request in self.requests
+            for resource_spans in request.resource_spans
+            for scope_spans in resource_spans.scope_spans
+            for span in scope_spans.spans
+        }
+
+    def resource(self) -> dict[str, object]:
+        [resource_spans] = [rs for request in self.requests for rs in request.resource_spans][:1]
+        return {kv.key: plain(kv.value) for kv in resource_spans.resource.attributes}
+
+
+def plain(value: AnyValue) -> object:
+    return getattr(value, value.WhichOneof("value") or "string_value")
+
+
+def attributes(span: Span) -> dict[str, object]:
+    return {kv.key: plain(kv.value) for kv in span.attributes}
+
+
+def tracing(
+    receiver: CapturingReceiver | None = None, **environ: str
+) -> tuple[JobTracing, CapturingReceiver, list[str]]:
+    receiver = receiver or CapturingReceiver()
     ignored: list[str] = []
-    settings = {f"OTEL_BSP_{k.upper()}": str(v) for k, v in limits.items()}
     traced = JobTracing.from_environment(
-        {"OTEL_TRACES_EXPORTER": "otlp", **settings},
+        {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SERVICE_NAME": "w", **environ},
         log_ignored=ignored.append,
-        exporter=exporter,
+        receiver=receiver,
     )
-    return traced, ignored
+    return traced, receiver, ignored
 
 
-def finished(traced: JobTracing, exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
-    traced.provider.force_flush()
-    return {span.name: span for span in exporter.get_finished_spans()}
+def finished(traced: JobTracing, receiver: CapturingReceiver) -> dict[str, Span]:
+    traced.shutdown()
+    return receiver.spans()
 
 
 def render_one(
@@ -97,7 +187,6 @@ def render_one(
     """What the consumer does with one delivery; the reply's headers."""
     if body is None:
         body = (REPO / "tests/bench_jobs/typical_react_job.json").read_bytes()
-    outcome = Renderer().render(body)
     span = traced.process(
         headers,
         queue="build-prompt",
@@ -107,6 +196,7 @@ def render_one(
         redelivered=False,
         body_size=len(body),
     )
+    outcome = Renderer().render(body)
     span.rendered(
         status=outcome.status,
         job_id=outcome.job_id,
@@ -120,24 +210,24 @@ def render_one(
         phases=outcome.phases,
     )
     send = span.send("build-prompt.replies")
-    reply_headers = send.headers
     send.end()
     span.end()
-    return reply_headers
+    return send.headers
 
 
 def test_a_jobs_spans_continue_the_producers_trace_and_hand_it_to_the_reply() -> None:
-    exporter = InMemorySpanExporter()
-    traced, ignored = tracing(exporter)
-    reply_headers = render_one(traced, {"traceparent": TRACEPARENT.encode(), "x-other": 1})
-    spans = finished(traced, exporter)
+    traced, receiver, ignored = tracing()
+    reply_headers = render_one(
+        traced, {"traceparent": TRACEPARENT.encode(), "tracestate": "vendor=1", "x-other": 1}
+    )
+    spans = finished(traced, receiver)
 
     assert ignored == []
     process = spans["process build-prompt"]
-    assert process.kind is SpanKind.CONSUMER
-    assert process.parent is not None
-    assert format(process.parent.span_id, "016x") == PRODUCER_SPAN
-    assert {format(s.context.trace_id, "032x") for s in spans.values()} == {PRODUCER_TRACE}
+    assert process.kind == Span.SPAN_KIND_CONSUMER
+    assert process.parent_span_id.hex() == PRODUCER_SPAN
+    assert process.trace_state == "vendor=1"
+    assert {span.trace_id.hex() for span in spans.values()} == {PRODUCER_TRACE}
     assert set(spans) == {
         "process build-prompt",
         "decode",
@@ -147,93 +237,155 @@ def test_a_jobs_spans_continue_the_producers_trace_and_hand_it_to_the_reply() ->
         "send build-prompt.replies",
     }
     for name in ("decode", "mask", "validate", "build", "send build-prompt.replies"):
-        parent = spans[name].parent
-        assert parent is not None and process.context is not None
-        assert parent.span_id == process.context.span_id
+        assert spans[name].parent_span_id == process.span_id
+        assert spans[name].start_time_unix_nano <= spans[name].end_time_unix_nano
     send = spans["send build-prompt.replies"]
-    assert send.kind is SpanKind.PRODUCER
+    assert send.kind == Span.SPAN_KIND_PRODUCER
     assert reply_headers == {
-        "traceparent": f"00-{PRODUCER_TRACE}-{format(send.context.span_id, '016x')}-01"
+        "traceparent": f"00-{PRODUCER_TRACE}-{send.span_id.hex()}-01",
+        "tracestate": "vendor=1",
     }
-    attributes = dict(process.attributes or {})
-    assert attributes["messaging.system"] == "rabbitmq"
-    assert attributes["messaging.operation.type"] == "process"
-    assert attributes["messaging.rabbitmq.destination.routing_key"] == "build-prompt"
-    assert attributes["messaging.message.id"] == "m-1"
-    assert attributes["messaging.message.conversation_id"] == "c-1"
-    assert attributes["prompt_worker.kind"] == "react"
-    assert attributes["prompt_worker.family"] == "tarsy"
-    assert str(attributes["prompt_worker.template_version"]).startswith("tarsy-")
-    assert attributes["prompt_worker.status"] == "ok"
+    found = attributes(process)
+    assert found["messaging.system"] == "rabbitmq"
+    assert found["messaging.operation.type"] == "process"
+    assert found["messaging.rabbitmq.destination.routing_key"] == "build-prompt"
+    assert found["messaging.rabbitmq.message.delivery_tag"] == 7
+    assert found["messaging.rabbitmq.message.redelivered"] is False
+    assert found["messaging.message.id"] == "m-1"
+    assert found["messaging.message.conversation_id"] == "c-1"
+    assert found["prompt_worker.kind"] == "react"
+    assert found["prompt_worker.family"] == "tarsy"
+    assert str(found["prompt_worker.template_version"]).startswith("tarsy-")
+    assert found["prompt_worker.status"] == "ok"
+    assert attributes(send)["messaging.operation.type"] == "send"
+    assert receiver.resource()["service.name"] == "w"
 
 
-def test_phases_follow_one_another_in_time() -> None:
-    exporter = InMemorySpanExporter()
-    traced, _ = tracing(exporter)
+def test_phases_follow_one_another_in_time_within_the_process_span() -> None:
+    traced, receiver, _ = tracing()
     render_one(traced, None)
-    spans = finished(traced, exporter)
-    order = ["decode", "mask", "validate", "build"]
+    spans = finished(traced, receiver)
+    order = ["decode", "mask", "validate", "build", "send build-prompt.replies"]
     for earlier, later in itertools.pairwise(order):
-        ended, started = spans[earlier].end_time, spans[later].start_time
-        assert ended is not None and started is not None
-        assert ended <= started
+        assert spans[earlier].end_time_unix_nano <= spans[later].start_time_unix_nano
     process = spans["process build-prompt"]
-    assert process.start_time is not None and spans["decode"].start_time is not None
+    assert process.start_time_unix_nano <= spans["decode"].start_time_unix_nano
+    assert spans["send build-prompt.replies"].end_time_unix_nano <= process.end_time_unix_nano
+
+
+def test_an_error_reply_marks_the_process_span_an_error() -> None:
+    traced, receiver, _ = tracing()
+    render_one(traced, None, b"not json")
+    process = finished(traced, receiver)["process build-prompt"]
+    assert process.status.code == Status.STATUS_CODE_ERROR
+    assert attributes(process)["error.type"] == "invalid_json"
 
 
 def test_no_span_carries_payload_text() -> None:
-    exporter = InMemorySpanExporter()
-    traced, _ = tracing(exporter)
+    traced, receiver, _ = tracing()
     job = json.loads((REPO / "tests/bench_jobs/typical_react_job.json").read_text())
     marker = "payload-text-that-must-stay-out-of-traces"
     job["session"]["alert_data"] = json.dumps({"note": marker})
     render_one(traced, None, json.dumps(job).encode())
-    spans = finished(traced, exporter)
-    assert "process build-prompt" in spans
-    for span in spans.values():
-        for value in (span.attributes or {}).values():
-            assert marker not in str(value)
+    traced.shutdown()
+    assert receiver.requests
+    for request in receiver.requests:
+        assert marker.encode() not in request.SerializeToString()
 
 
 @pytest.mark.parametrize(
     "traceparent",
-    [b"garbage", b"00-00000000000000000000000000000000-00f067aa0ba902b7-01", b"00-xyz"],
+    [
+        b"garbage",
+        b"00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        b"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        b"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        b"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+        b"00-xyz",
+    ],
 )
 def test_a_malformed_traceparent_starts_a_new_trace_with_one_debug_line(
     traceparent: bytes,
 ) -> None:
-    exporter = InMemorySpanExporter()
-    traced, ignored = tracing(exporter)
+    traced, receiver, ignored = tracing()
     render_one(traced, {"traceparent": traceparent})
-    process = finished(traced, exporter)["process build-prompt"]
-    assert process.parent is None
-    assert format(process.context.trace_id, "032x") != PRODUCER_TRACE
+    process = finished(traced, receiver)["process build-prompt"]
+    assert process.parent_span_id == b""
+    assert process.trace_id.hex() != PRODUCER_TRACE
     assert ignored == [traceparent.decode()]
 
 
+def test_a_later_version_with_more_fields_is_read_as_the_spec_says() -> None:
+    parent = parse_traceparent(f"01-{PRODUCER_TRACE}-{PRODUCER_SPAN}-01-more")
+    assert parent == Parent(int(PRODUCER_TRACE, 16), int(PRODUCER_SPAN, 16), True, "")
+
+
 def test_a_job_without_headers_starts_a_new_trace() -> None:
-    exporter = InMemorySpanExporter()
-    traced, ignored = tracing(exporter)
+    traced, receiver, ignored = tracing()
     render_one(traced, None)
-    process = finished(traced, exporter)["process build-prompt"]
-    assert process.parent is None
+    process = finished(traced, receiver)["process build-prompt"]
+    assert process.parent_span_id == b""
+    assert len(process.trace_id) == 16
     assert ignored == []
 
 
-class StuckReceiver(SpanExporter):
+def test_an_unsampled_job_records_nothing_but_hands_its_context_on() -> None:
+    traced, receiver, _ = tracing()
+    unsampled = f"00-{PRODUCER_TRACE}-{PRODUCER_SPAN}-00"
+    reply_headers = render_one(traced, {"traceparent": unsampled})
+    assert finished(traced, receiver) == {}
+    version, trace_id, span_id, flags = reply_headers["traceparent"].split("-")
+    assert (version, trace_id, flags) == ("00", PRODUCER_TRACE, "00")
+    assert span_id != PRODUCER_SPAN
+
+
+@given(
+    rate=st.floats(min_value=0.0, max_value=1.0),
+    trace_id=st.integers(min_value=1, max_value=(1 << 128) - 1),
+    parent_sampled=st.sampled_from([None, True, False]),
+)
+def test_sampling_decides_as_the_sdks_samplers_do(
+    rate: float, trace_id: int, parent_sampled: bool | None
+) -> None:
+    ratio = str(rate)
+    parent = None
+    context = None
+    if parent_sampled is not None:
+        parent = Parent(trace_id, 1, parent_sampled, "")
+        flags = TraceFlags(TraceFlags.SAMPLED if parent_sampled else TraceFlags.DEFAULT)
+        span_context = SpanContext(trace_id, 1, is_remote=True, trace_flags=flags)
+        context = set_span_in_context(NonRecordingSpan(span_context))
+    for name, sdk in (
+        ("traceidratio", TraceIdRatioBased(rate)),
+        ("parentbased_traceidratio", ParentBased(TraceIdRatioBased(rate))),
+    ):
+        ours = Sampler.from_environment(
+            {"OTEL_TRACES_SAMPLER": name, "OTEL_TRACES_SAMPLER_ARG": ratio}
+        )
+        theirs = sdk.should_sample(context, trace_id, "x").decision == Decision.RECORD_AND_SAMPLE
+        assert ours.sampled(parent, trace_id) is theirs
+
+
+def test_attribute_values_of_every_type_decode_as_written() -> None:
+    values: list[object] = ["text", True, False, 0, 7, -3, 2**40, 1.5]
+    for value in values:
+        encoded = key_value("k", value)
+        span = Span.FromString(encoded)
+        [kv] = span.attributes
+        assert (kv.key, plain(kv.value)) == ("k", value)
+
+
+class StuckReceiver(CapturingReceiver):
     """A receiver that never answers until released."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.release = threading.Event()
-        self.exported = 0
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+    def send(self, body: bytes) -> None:
         self.release.wait(30)
-        self.exported += len(spans)
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        self.release.set()
+        super().send(body)
 
 
 def test_a_receiver_that_does_not_answer_costs_spans_not_waiting() -> None:
@@ -241,49 +393,53 @@ def test_a_receiver_that_does_not_answer_costs_spans_not_waiting() -> None:
     dropped: list[int] = []
     traced = JobTracing.from_environment(
         {
-            "OTEL_TRACES_EXPORTER": "otlp",
             "OTEL_BSP_MAX_QUEUE_SIZE": "4",
             "OTEL_BSP_SCHEDULE_DELAY": "10",
             "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "1",
         },
         on_dropped=dropped.append,
-        exporter=receiver,
+        receiver=receiver,
     )
     for _ in range(20):
-        traced.tracer.start_span("x").end()
-    # At most one batch is in the receiver's hands and four wait: the rest are dropped.
+        span = traced.process(
+            None,
+            queue="q",
+            message_id=None,
+            correlation_id=None,
+            delivery_tag=1,
+            redelivered=False,
+            body_size=1,
+        )
+        span.end()
+    # At most one span is in the receiver's hands and four wait: the rest are dropped.
     assert sum(dropped) >= 20 - 4 - 1
     receiver.release.set()
     traced.shutdown()
-    assert receiver.exported + sum(dropped) == 20
+    assert len(receiver.requests) + sum(dropped) == 20
 
 
-class RefusingReceiver(SpanExporter):
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+class RefusingReceiver:
+    def send(self, body: bytes) -> None:
         raise ConnectionRefusedError("receiver down")
-
-    def shutdown(self) -> None:
-        pass
 
 
 def test_a_receiver_that_is_down_drops_and_counts() -> None:
     dropped: list[int] = []
     traced = JobTracing.from_environment(
-        {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_SCHEDULE_DELAY": "60000"},
+        {"OTEL_BSP_SCHEDULE_DELAY": "60000"},
         on_dropped=dropped.append,
-        exporter=RefusingReceiver(),
+        receiver=RefusingReceiver(),
     )
     for _ in range(3):
-        traced.tracer.start_span("x").end()
-    traced.provider.force_flush()
-    assert sum(dropped) == 3
+        render_one(traced, None)
     traced.shutdown()
+    assert sum(dropped) == 3 * 6  # a process span, four phases and a send each
 
 
 def test_the_renderer_times_its_phases_with_and_without_a_budget() -> None:
     job = json.loads((REPO / "tests/bench_jobs/typical_react_job.json").read_text())
-    plain = Renderer().render(json.dumps(job).encode())
-    assert [name for name, _, _ in plain.phases] == ["decode", "mask", "validate", "build"]
+    plain_job = Renderer().render(json.dumps(job).encode())
+    assert [name for name, _, _ in plain_job.phases] == ["decode", "mask", "validate", "build"]
     job["budget"] = {"max_prompt_tokens": 100_000}
     budgeted = Renderer().render(json.dumps(job).encode())
     assert [name for name, _, _ in budgeted.phases][-1] == "budget"
