@@ -19,6 +19,12 @@ alternating round by round, then the percentiles of all calls of each value.
     .venv/bin/python bench/bench_side_by_side.py        # the loops: 4 drains, 3 x 1,500 calls
     .venv/bin/python bench/bench_side_by_side.py --rounds 6 --jobs 30000 --calls 2000
     .venv/bin/python bench/bench_side_by_side.py --setting amqp_codec --values fast,pamqp
+    .venv/bin/python bench/bench_side_by_side.py --setting tracing --values on,off
+
+`--setting tracing` compares tracing variants (`off`, `on`: every job sampled, `1pct`:
+one job in a hundred), set by the standard OTEL_* variables, exporting over OTLP/HTTP
+to a sink in this process that accepts every batch, so that what is measured is the
+worker's own cost and not a trace server's.
 """
 
 import argparse
@@ -35,6 +41,7 @@ from pathlib import Path
 import aio_pika
 import orjson
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
+from aiohttp import web
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -53,11 +60,49 @@ from bench_e2e import (  # noqa: E402
 from worker.transport import topology  # noqa: E402
 from worker.transport.client import PromptClient  # noqa: E402
 
+# The port of the OTLP/HTTP receiver of `--setting tracing`, once started.
+SINK_PORT = 0
+TRACING: dict[str, dict[str, str]] = {
+    "off": {},
+    "on": {"OTEL_TRACES_SAMPLER": "parentbased_always_on"},
+    "1pct": {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.01"},
+}
+
+
+def setting_env(setting: str, value: str) -> dict[str, str]:
+    if setting != "tracing":
+        return {f"PROMPT_WORKER_{setting.upper()}": value}
+    if value == "off":
+        return {}
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{SINK_PORT}",
+        "OTEL_BSP_SCHEDULE_DELAY": "1000",
+        **TRACING[value],
+    }
+
+
+async def start_trace_sink() -> web.AppRunner:
+    """Accept every OTLP/HTTP batch at once, as a healthy receiver would."""
+    global SINK_PORT
+
+    async def accept(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(content_type="application/x-protobuf")
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/v1/traces", accept)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    SINK_PORT = runner.addresses[0][1]
+    return runner
+
 
 def start(
     setting: str, value: str, topo: topology.Topology, url: str, log: Path
 ) -> subprocess.Popen[bytes]:
-    env = {**serve_env(topo, url, 64, CONFIG), f"PROMPT_WORKER_{setting.upper()}": value}
+    env = {**serve_env(topo, url, 64, CONFIG), **setting_env(setting, value)}
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "worker", "serve"],
@@ -162,6 +207,15 @@ async def sequential(value: str, body: bytes, args: argparse.Namespace, logs: Pa
 
 
 async def main(args: argparse.Namespace) -> None:
+    sink = await start_trace_sink() if args.setting == "tracing" else None
+    try:
+        await compare(args)
+    finally:
+        if sink is not None:
+            await sink.cleanup()
+
+
+async def compare(args: argparse.Namespace) -> None:
     body = orjson.dumps(orjson.loads(JOB.read_bytes()))
     print(f"# {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {len(body)} B job", flush=True)
     ratios = []
@@ -227,6 +281,8 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if len(args.values) != 2 or args.values[0] == args.values[1]:
         parser.error("--values takes two different values")
+    if args.setting == "tracing" and not set(args.values) <= set(TRACING):
+        parser.error(f"--setting tracing takes two of {', '.join(TRACING)}")
     return args
 
 

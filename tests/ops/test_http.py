@@ -80,3 +80,44 @@ async def test_it_listens_only_on_the_address_it_was_given(server: HealthServer)
     # 127.0.0.2 is this machine too (all of 127/8 is loopback), but not the bound address.
     with pytest.raises(aiohttp.ClientConnectionError):
         await fetch(server.port, "/healthz", host="127.0.0.2")
+
+
+async def test_an_openmetrics_scrape_sees_the_trace_id_exemplars() -> None:
+    metrics = Metrics("test")
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    metrics.job_done(
+        "react",
+        "ok",
+        "",
+        seconds=0.002,
+        request_bytes=100,
+        render_seconds=0.0004,
+        trace_id=trace_id,
+    )
+    http = HealthServer("127.0.0.1", free_port(), metrics, lambda: {"connected": True})
+    await http.start()
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+            headers = {"Accept": "application/openmetrics-text; version=1.0.0"}
+            url = f"http://127.0.0.1:{http.port}/metrics"
+            async with session.get(url, headers=headers) as response:
+                assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+                openmetrics_text = await response.text()
+            async with session.get(url) as response:
+                assert response.headers["Content-Type"].startswith("text/plain")
+                plain_text = await response.text()
+    finally:
+        await http.stop()
+    exemplar = f'# {{trace_id="{trace_id}"}} 0.002'
+    job_bucket = next(
+        line
+        for line in openmetrics_text.splitlines()
+        if line.startswith('prompt_worker_job_seconds_bucket{kind="react",le="0.002"}')
+    )
+    assert job_bucket.endswith(exemplar) or exemplar in job_bucket
+    assert f'trace_id="{trace_id}"' in "".join(
+        line
+        for line in openmetrics_text.splitlines()
+        if line.startswith("prompt_worker_render_seconds_bucket")
+    )
+    assert trace_id not in plain_text

@@ -73,6 +73,7 @@ async def serve(
     from worker.ops.http import HealthServer
     from worker.ops.logs import get_logger
     from worker.ops.metrics import Metrics
+    from worker.ops.tracing import start_tracing
     from worker.render.renderer import Renderer
     from worker.transport import codec as amqp_codec
     from worker.transport.consumer import Worker
@@ -82,8 +83,17 @@ async def serve(
     # The fast codec is imported only if chosen; on any error, pamqp's (one log line).
     codec = amqp_codec.use(settings.amqp_codec)
     metrics = Metrics(__version__)
+    try:
+        tracing = start_tracing(
+            os.environ,
+            on_dropped=metrics.trace_spans_dropped.inc,
+            log_ignored=lambda value: log.debug("traceparent_ignored", traceparent=value),
+        )
+    except ConfigError as exc:
+        log.error("tracing_unavailable", error=str(exc))
+        return USAGE_ERROR
     renderer = (renderer_class or Renderer)(config, max_message_bytes=settings.max_message_bytes)
-    worker = Worker(settings, renderer, metrics)
+    worker = Worker(settings, renderer, metrics, tracing=tracing)
 
     signals = 0
 
@@ -119,6 +129,7 @@ async def serve(
         request_queue=settings.request_queue,
         event_loop=running_loop_name(),
         amqp_codec=codec,
+        tracing=tracing is not None,
         # Which scan runs masking: "libhs" is fastest, "python" means slow jobs.
         masking_engine=renderer.masker.prefilter.engine if renderer.masker else None,
     )
@@ -127,5 +138,8 @@ async def serve(
     finally:
         if http is not None:
             await http.stop()
+        if tracing is not None:
+            # Exports what is queued (bounded by the exporter's own timeout).
+            tracing.shutdown()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
 
 from worker.ops.metrics import Metrics
 
@@ -71,7 +72,13 @@ class HealthServer:
             {"ready": ready, **conditions}, status=200 if ready else 503, dumps=_dumps
         )
 
-    async def _metrics(self, _: web.Request) -> web.Response:
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if "application/openmetrics-text" in request.headers.get("Accept", ""):
+            # Only OpenMetrics carries exemplars (trace ids on the latency histograms).
+            return web.Response(
+                body=openmetrics.generate_latest(self.metrics.registry),  # type: ignore[no-untyped-call]
+                headers={"Content-Type": openmetrics.CONTENT_TYPE_LATEST},
+            )
         return web.Response(
             body=generate_latest(self.metrics.registry),
             headers={"Content-Type": CONTENT_TYPE_LATEST},

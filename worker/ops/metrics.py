@@ -32,6 +32,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "prompt_worker_broker_blocked",
     "prompt_worker_reply_refusals_total",
     "prompt_worker_replies_held",
+    "prompt_worker_trace_spans_dropped_total",
     "prompt_worker_build_info",
 )
 
@@ -202,6 +203,12 @@ class Metrics:
             "Rendered replies the broker refused, held while they are published again.",
             registry=r,
         )
+        self.trace_spans_dropped = Counter(
+            "prompt_worker_trace_spans_dropped",
+            "Trace spans dropped because the trace receiver was down or slow and the "
+            "export queue was full (0 with tracing off).",
+            registry=r,
+        )
         self.build_info = Gauge(
             "prompt_worker_build_info",
             "Always 1; the worker's version as a label.",
@@ -247,19 +254,23 @@ class Metrics:
         prompt_chars: int = 0,
         masked: dict[str, int] | None = None,
         tokens_left_out: int | None = None,
+        trace_id: str | None = None,
     ) -> None:
         """Count one answered job; `render_seconds` only for ok jobs. `kind` is a label
-        from `kind_label`. `tokens_left_out` only for jobs trimmed to fit a budget."""
+        from `kind_label`. `tokens_left_out` only for jobs trimmed to fit a budget.
+        `trace_id` (hex, a sampled trace) becomes the latency histograms' exemplar,
+        shown to a scraper that asks for OpenMetrics."""
         key = (kind, status, code)
         counter = self._jobs.get(key)
         if counter is None:
             counter = self._jobs[key] = self.jobs.labels(kind=kind, status=status, code=code)
         counter.inc()
         series = self._kind(kind)
-        series.job_seconds.observe(seconds)
+        exemplar = None if trace_id is None else {"trace_id": trace_id}
+        series.job_seconds.observe(seconds, exemplar)
         self.request_bytes.observe(request_bytes)
         if render_seconds is not None:
-            series.render_seconds.observe(render_seconds)
+            series.render_seconds.observe(render_seconds, exemplar)
             series.prompt_chars.observe(prompt_chars)
         if tokens_left_out is not None:
             # Rare (only trimmed jobs): no cache of the labelled children needed.

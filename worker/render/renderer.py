@@ -27,6 +27,7 @@ from worker.render.decode import load_body, validate_job
 from worker.render.members import unknown_member_warnings
 from worker.render.replies import (
     DEFAULT_MAX_MESSAGE_BYTES,
+    Phase,
     RenderOutcome,
     error_reply,
     invalid_job,
@@ -49,6 +50,8 @@ class ParsedJob:
     masking_seconds: float
     # Sentences for `meta.warnings` about the job itself (its unknown members).
     warnings: list[str]
+    # decode, mask and validate, timed for the trace (render.Phase)
+    phases: list[Phase]
 
 
 class Renderer:
@@ -90,22 +93,27 @@ class Renderer:
         # orjson + python-mode validation rather than model_validate_json: arbitrary JSON
         # (tool schemas) passes through instead of being rebuilt (docs/PERFORMANCE.md,
         # "The builder").
+        started = time.perf_counter()
         try:
             data, tools = load_body(body)
         except ValueError as exc:
             return error_reply(
                 ErrorCode.INVALID_JSON, f"body is not valid JSON: {exc}", request_bytes=size
             )
+        decoded = time.perf_counter()
+        phases: list[Phase] = [("decode", started, decoded)]
         masked: dict[str, int] = {}
         masking_seconds = 0.0
         if self.masker is not None:
             # On the parsed JSON, before validation: see Masker.mask_payload.
-            started = time.perf_counter()
             try:
                 masked = self.masker.mask_payload(data)
             except RecursionError:
                 return too_deep(*peek_identity(data))
-            masking_seconds = time.perf_counter() - started
+            unmasked = decoded
+            decoded = time.perf_counter()
+            masking_seconds = decoded - unmasked
+            phases.append(("mask", unmasked, decoded))
         try:
             job = validate_job(data, tools, body)
         except ValidationError as exc:
@@ -114,7 +122,8 @@ class Renderer:
         problems = kind_rule_violations(job)
         if problems:
             return invalid_job(problems, job.job_id, job.kind.value, size)
-        return ParsedJob(job, masked, masking_seconds, unknown_member_warnings(data))
+        phases.append(("validate", decoded, time.perf_counter()))
+        return ParsedJob(job, masked, masking_seconds, unknown_member_warnings(data), phases)
 
     def render(self, body: bytes | str) -> RenderOutcome:
         """Render one job body into a reply body. Never raises."""
@@ -133,6 +142,7 @@ class Renderer:
             parsed.job, parsed.masked, parsed.masking_seconds, parsed.warnings
         )
         outcome.request_bytes = len(body)
+        outcome.phases = parsed.phases + outcome.phases
         return outcome
 
     def render_job(
@@ -149,15 +159,19 @@ class Renderer:
         masked = {} if masked is None else masked
         budget_meta: dict[str, Any] | None = None
         tokens_left_out = 0
+        phases: list[Phase] = []
         try:
             spec = FAMILIES[job.kind]
             result = spec.build(job, self.context)
             messages = self.contributors.apply(job, result.messages)
+            built = time.perf_counter()
+            phases.append(("build", started, built))
             budget = job.budget or self.default_budget
             if budget is None:
                 cache = estimate_cache_meta(messages, spec.stable_end(job, messages))
             else:
                 fitted = self._fit(job, budget, spec.build, messages)
+                phases.append(("budget", built, time.perf_counter()))
                 if isinstance(fitted, RenderOutcome):
                     return fitted
                 messages = fitted.messages
@@ -208,6 +222,9 @@ class Renderer:
             messages=messages,
             trimmed=bool(budget_meta and budget_meta["trimmed"]),
             tokens_left_out=tokens_left_out,
+            family=spec.name,
+            template_version=spec.template_version,
+            phases=phases,
         )
 
     @staticmethod

@@ -17,6 +17,10 @@ from schemas.codes import ErrorCode
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
 
+# A phase of a render: its name, start and end (time.perf_counter, in seconds).
+Phase = tuple[str, float, float]
+
+
 @dataclass(slots=True)
 class RenderOutcome:
     """A rendered reply and what the edges need to know about it."""
@@ -37,6 +41,11 @@ class RenderOutcome:
     tokens_left_out: int = 0
     # Set for `internal` errors only, so the edge can log the stack trace.
     exception: BaseException | None = None
+    # For the trace: the family and templates of an ok reply, and the phases of its
+    # render (name, start, end on the perf_counter clock, which every process shares).
+    family: str | None = None
+    template_version: str | None = None
+    phases: list[Phase] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -11,6 +11,7 @@ closed) and the exit status.
 import asyncio
 import os
 import socket
+from typing import TYPE_CHECKING
 
 from aiormq.abc import AbstractConnection
 from structlog.typing import FilteringBoundLogger
@@ -28,6 +29,10 @@ from worker.transport.link import REFUSED_FOR_GOOD, ConsumerLink, TopologyError
 from worker.transport.offload import RenderPool
 from worker.transport.readiness import Readiness
 from worker.transport.settings import Settings
+
+if TYPE_CHECKING:
+    # Only with tracing on is OpenTelemetry imported (worker.ops.tracing).
+    from worker.ops.otel import JobTracing
 
 # RabbitMQ applies acknowledgements to a quorum queue asynchronously: a connection
 # closed right after the last ones can have those messages returned to the queue and
@@ -47,6 +52,7 @@ class Worker:
         renderer: Renderer,
         metrics: Metrics,
         render_pool: RenderPool | None = None,
+        tracing: "JobTracing | None" = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
@@ -75,6 +81,7 @@ class Worker:
             backpressure=backpressure,
             redeclare_reply_queue=self._redeclare_reply_queue,
             prefetch_changed=self._switch_prefetch,
+            tracing=tracing,
         )
         self.link = ConsumerLink(
             settings,

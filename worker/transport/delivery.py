@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import aiormq
 import aiormq.abc
@@ -69,6 +69,10 @@ from worker.transport.offload import RenderPool, RenderProcessDied, RenderTimedO
 from worker.transport.reply_limit import BROKER_DEFAULT_MAX_MESSAGE_BYTES, limit_from_refusal
 from worker.transport.retry import backoff
 from worker.transport.settings import Settings
+
+if TYPE_CHECKING:
+    # Only with tracing on is OpenTelemetry imported (worker.ops.tracing).
+    from worker.ops.otel import JobTracing, ProcessSpan
 
 # The most CPU time a render may take on the event loop before it moves to the helper
 # (never longer than the render deadline itself): far above a typical job's render,
@@ -106,6 +110,7 @@ class Delivery:
     attempt: int  # earlier deliveries of the same job (delivery_count)
     acks: BatchedAcks  # the settlement of the channel it came on
     tag: int  # its delivery tag on that channel
+    span: "ProcessSpan | None" = None  # its trace's process span, with tracing on
 
     @property
     def reply_to(self) -> str | None:
@@ -152,8 +157,10 @@ class DeliveryPath:
         backpressure: ReplyBackpressure,
         redeclare_reply_queue: Callable[[], Awaitable[None]],
         prefetch_changed: Callable[[], None],
+        tracing: "JobTracing | None" = None,
     ) -> None:
         self.settings = settings
+        self.tracing = tracing
         self.topology = settings.topology
         self.renderer = renderer
         self.metrics = metrics
@@ -212,7 +219,14 @@ class DeliveryPath:
         size = len(message.body)
         if self.prefetch.observe(size) is not None:
             self._prefetch_changed()
-        delivery = Delivery(message, received, delivery_count(message), acks, tag)
+        delivery = Delivery(
+            message,
+            received,
+            delivery_count(message),
+            acks,
+            tag,
+            None if self.tracing is None else self._process_span(message, tag, size),
+        )
         acquired = False
         try:
             if not self.budget.try_acquire(size):
@@ -235,6 +249,8 @@ class DeliveryPath:
             if acks.is_unsettled(delivery.tag):
                 await self._settle(delivery, "requeue")
         finally:
+            if delivery.span is not None:
+                delivery.span.end()
             if acquired:
                 self.budget.release(size)
             self.in_flight -= 1
@@ -242,8 +258,23 @@ class DeliveryPath:
             if self.in_flight == 0:
                 self.idle.set()
 
+    def _process_span(self, message: DeliveredMessage, tag: int, size: int) -> "ProcessSpan":
+        assert self.tracing is not None
+        properties = message.header.properties
+        return self.tracing.process(
+            properties.headers,
+            queue=self.settings.request_queue,
+            message_id=properties.message_id,
+            correlation_id=properties.correlation_id,
+            delivery_tag=tag,
+            redelivered=bool(cast(Basic.Deliver, message.delivery).redelivered),
+            body_size=size,
+        )
+
     async def _handle(self, delivery: Delivery) -> None:
         decision = await self._decide(delivery)
+        if delivery.span is not None and decision.outcome is not None:
+            delivery.span.rendered(decision.outcome)
         if decision.retry is not None:
             await self._conclude(delivery, decision)
             return
@@ -431,16 +462,27 @@ class DeliveryPath:
             correlation_id=request.correlation_id or outcome.job_id or request.message_id,
             message_id=next(self._reply_ids),
         )
+        # Each publish is a span of the job's trace; the reply names it as its parent.
+        sent = None if delivery.span is None else delivery.span.send(routing_key)
+        if sent is not None:
+            properties.headers = dict(sent.headers)
         # `wait=False` (aiormq's channel has it, its abstract class does not): the
         # confirm awaited here says more than the socket drain.
         publishing = channel if channel is not None else delivery.message.channel
-        await cast(aiormq.Channel, publishing).basic_publish(
-            outcome.body,
-            routing_key=routing_key,
-            properties=properties,
-            mandatory=True,
-            wait=False,
-        )
+        try:
+            await cast(aiormq.Channel, publishing).basic_publish(
+                outcome.body,
+                routing_key=routing_key,
+                properties=properties,
+                mandatory=True,
+                wait=False,
+            )
+        except BaseException as exc:
+            if sent is not None:
+                sent.end(exc)
+            raise
+        if sent is not None:
+            sent.end()
 
     async def _conclude(self, delivery: Delivery, decision: Decision) -> None:
         """Settle the job, then count and log it: one log line per delivery."""
@@ -454,7 +496,10 @@ class DeliveryPath:
             return
         settled = await self._settle(delivery, decision.settle)
         assert decision.outcome is not None
-        self.report.record(decision.outcome, len(delivery.message.body), delivery.received)
+        trace_id = None if delivery.span is None else delivery.span.trace_id
+        self.report.record(
+            decision.outcome, len(delivery.message.body), delivery.received, trace_id
+        )
         self.report.log_job(delivery, decision, settled)
 
     async def _settle(self, delivery: Delivery, how: Settle) -> str:
@@ -493,7 +538,14 @@ class JobReport:
         self.metrics = metrics
         self.log = log
 
-    def record(self, outcome: RenderOutcome, request_bytes: int, received: float) -> None:
+    def record(
+        self,
+        outcome: RenderOutcome,
+        request_bytes: int,
+        received: float,
+        trace_id: str | None = None,
+    ) -> None:
+        """Count one answered job; `trace_id` (a sampled trace) becomes the exemplar."""
         ok = outcome.ok
         self.metrics.job_done(
             kind_label(outcome.kind),
@@ -505,6 +557,7 @@ class JobReport:
             prompt_chars=outcome.prompt_chars,
             masked=outcome.masked,
             tokens_left_out=outcome.tokens_left_out if outcome.trimmed else None,
+            trace_id=trace_id,
         )
 
     def log_job(self, delivery: Delivery, decision: Decision, settled: str) -> None:

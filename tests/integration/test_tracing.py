@@ -1,0 +1,232 @@
+"""One trace from producer to LLM caller, read back from a real trace server.
+
+A `serve` worker with tracing turned on by the standard `OTEL_*` variables exports to
+Arize Phoenix (scripts/phoenix) over OTLP/HTTP. The test plays both ends of the
+pipeline: it publishes a job under a producer span of its own, with the span's
+`traceparent` on the job's headers, and consumes the reply under a span whose parent is
+the reply's `traceparent`. Phoenix's REST API must then hold one trace with the
+producer's span, the worker's process span and its phases, the reply's send span and
+the test's consumer span, each the child of the one before. The Go producer (amqp091-go
+and OpenTelemetry's Go SDK) sets a traceparent the worker continues too.
+"""
+
+import asyncio
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aio_pika
+import aiohttp
+import pytest
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.trace import SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from tests.integration.helpers import AMQP_URL, REPO, StartWorker, free_port
+from tests.unavailable import missing
+from worker.transport.topology import Topology
+
+pytestmark = [pytest.mark.slow, pytest.mark.broker]
+
+PHOENIX = REPO / "scripts" / "phoenix"
+GOPRODUCER = REPO / "tests" / "integration" / "goproducer"
+JOB = REPO / "tests" / "bench_jobs" / "typical_react_job.json"
+PROPAGATOR = TraceContextTextMapPropagator()
+
+
+class Phoenix:
+    """A Phoenix server on 127.0.0.1:`port`, each test in a project of its own."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.endpoint = f"http://127.0.0.1:{port}"
+
+    async def spans(self, project: str, trace_id: str) -> list[dict[str, Any]]:
+        url = f"{self.endpoint}/v1/projects/{project}/spans"
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
+            session.get(url, params={"limit": "1000"}) as response,
+        ):
+            if response.status == 404:  # no span of the project has arrived yet
+                return []
+            response.raise_for_status()
+            found: list[dict[str, Any]] = (await response.json())["data"]
+        return [span for span in found if span["context"]["trace_id"] == trace_id]
+
+    async def wait_for(
+        self, project: str, trace_id: str, names: set[str], within: float = 60.0
+    ) -> dict[str, dict[str, Any]]:
+        """The trace's spans by name, once all of `names` have arrived."""
+        deadline = time.monotonic() + within
+        while True:
+            spans = {span["name"]: span for span in await self.spans(project, trace_id)}
+            if names <= set(spans) or time.monotonic() > deadline:
+                return spans
+            await asyncio.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
+    directory = tmp_path_factory.mktemp("phoenix")
+    port = free_port()
+    started = subprocess.run(
+        [str(PHOENIX), "start", str(directory), str(port)], capture_output=True, text=True
+    )
+    if started.returncode != 0:
+        missing("Arize Phoenix", f"scripts/phoenix install ({started.stderr.strip()[-300:]})")
+    try:
+        yield Phoenix(port)
+    finally:
+        subprocess.run([str(PHOENIX), "stop", str(directory)], check=False)
+
+
+def tracing_env(phoenix: Phoenix, project: str) -> dict[str, str]:
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.endpoint,
+        "OTEL_SERVICE_NAME": "build-prompt-worker",
+        # Phoenix files spans by this resource attribute; a project per test.
+        "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+    }
+
+
+def pipeline_tracer(phoenix: Phoenix, project: str) -> tuple[TracerProvider, trace.Tracer]:
+    """The producer's and the LLM caller's tracer, exporting to the same project."""
+    provider = TracerProvider(
+        resource=Resource.create(
+            {"service.name": "pipeline-test", "openinference.project.name": project}
+        )
+    )
+    exporter = OTLPSpanExporter(endpoint=f"{phoenix.endpoint}/v1/traces")
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, provider.get_tracer("pipeline-test")
+
+
+def hex_id(value: int, width: int) -> str:
+    return format(value, f"0{width}x")
+
+
+async def test_one_trace_runs_from_the_producer_through_the_worker_to_the_llm_caller(
+    phoenix: Phoenix, start_worker: StartWorker, topo: Topology
+) -> None:
+    project = f"trace-{uuid.uuid4().hex[:8]}"
+    worker = start_worker(env=tracing_env(phoenix, project))
+    await worker.wait_ready()
+    provider, tracer = pipeline_tracer(phoenix, project)
+    connection = await aio_pika.connect(AMQP_URL)
+    async with connection:
+        channel = await connection.channel()
+        replies = await channel.declare_queue(exclusive=True)
+        with tracer.start_as_current_span("send build-prompt", kind=SpanKind.PRODUCER) as sent:
+            headers: dict[str, str] = {}
+            PROPAGATOR.inject(headers)
+            await channel.default_exchange.publish(
+                aio_pika.Message(
+                    JOB.read_bytes(),
+                    headers=dict(headers),
+                    reply_to=replies.name,
+                    correlation_id="c-trace",
+                ),
+                routing_key=topo.request_queue,
+            )
+        message = await replies.get(timeout=60, fail=False)
+        for _ in range(120):
+            if message is not None:
+                break
+            await asyncio.sleep(0.5)
+            message = await replies.get(fail=False)
+        assert message is not None, "no reply"
+        reply_headers = {
+            key: value.decode() if isinstance(value, bytes) else str(value)
+            for key, value in (message.headers or {}).items()
+        }
+        parent = PROPAGATOR.extract(reply_headers)
+        with tracer.start_as_current_span(
+            f"process {replies.name}", context=parent, kind=SpanKind.CONSUMER
+        ):
+            assert json.loads(message.body)["status"] == "ok"
+        await message.ack()
+    provider.shutdown()
+
+    trace_id = hex_id(sent.get_span_context().trace_id, 32)
+    process_name = f"process {topo.request_queue}"
+    send_name = f"send {replies.name}"
+    names = {
+        "send build-prompt",
+        process_name,
+        "decode",
+        "mask",
+        "validate",
+        "build",
+        send_name,
+        f"process {replies.name}",
+    }
+    spans = await phoenix.wait_for(project, trace_id, names)
+    assert names <= set(spans), f"spans in Phoenix: {sorted(spans)}"
+
+    def parent_of(name: str) -> str | None:
+        parent_id: str | None = spans[name]["parent_id"]
+        return parent_id
+
+    def span_id(name: str) -> str:
+        value: str = spans[name]["context"]["span_id"]
+        return value
+
+    assert parent_of(process_name) == hex_id(sent.get_span_context().span_id, 16)
+    for phase in ("decode", "mask", "validate", "build", send_name):
+        assert parent_of(phase) == span_id(process_name)
+    assert parent_of(f"process {replies.name}") == span_id(send_name)
+    attributes = spans[process_name]["attributes"]
+    flat = json.dumps(attributes)
+    assert "rabbitmq" in flat and "react" in flat and "tarsy" in flat
+    # Phoenix's span_kind is OpenInference's; the messaging operation says what it was.
+    assert '"process"' in flat
+    assert '"send"' in json.dumps(spans[send_name]["attributes"])
+
+
+@pytest.fixture(scope="module")
+def goproducer() -> Path:
+    built = subprocess.run([str(GOPRODUCER / "build")], capture_output=True, text=True)
+    if built.returncode != 0:
+        missing("the Go producer", f"tests/integration/goproducer/build: {built.stderr[-300:]}")
+    return GOPRODUCER / "goproducer"
+
+
+async def test_a_go_producers_traceparent_is_continued_by_the_worker(
+    phoenix: Phoenix, start_worker: StartWorker, topo: Topology, goproducer: Path
+) -> None:
+    project = f"go-{uuid.uuid4().hex[:8]}"
+    worker = start_worker(env=tracing_env(phoenix, project))
+    await worker.wait_ready()
+    produced = await asyncio.to_thread(
+        subprocess.run,
+        [str(goproducer), AMQP_URL, topo.request_queue],
+        input=JOB.read_bytes(),
+        capture_output=True,
+        timeout=90,
+        check=True,
+    )
+    go = json.loads(produced.stdout)
+    assert go["reply_status"] == "ok"
+    version, reply_trace, reply_parent, flags = go["reply_traceparent"].split("-")
+    assert (version, reply_trace, flags) == ("00", go["trace_id"], "01")
+    assert reply_parent != go["span_id"]
+
+    process_name = f"process {topo.request_queue}"
+    spans = await phoenix.wait_for(project, go["trace_id"], {process_name})
+    assert process_name in spans, f"spans in Phoenix: {sorted(spans)}"
+    assert spans[process_name]["parent_id"] == go["span_id"]
+
+
+def test_the_phoenix_script_refuses_a_bad_call() -> None:
+    result = subprocess.run([str(PHOENIX), "start"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "usage: scripts/phoenix start DIR PORT" in result.stderr
