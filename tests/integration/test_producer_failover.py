@@ -11,6 +11,7 @@ connected, through a node that survives: what is tried here is the producers' si
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -33,8 +34,9 @@ from worker.transport.topology import Topology
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(900)]
 
-CALLS = 600
-# The kill comes once this many calls are answered: mid-run, with calls in flight.
+CALLS = 3000
+# The worker is stopped once this many calls are answered, and the node killed while it
+# is: mid-run, with calls and jobs surely in flight.
 KILL_AFTER = 100
 DEADLINE = 300.0
 
@@ -101,13 +103,22 @@ async def test_a_client_and_a_rerender_run_lose_their_node_and_finish(
             return sum(c.done() for c in calls) >= KILL_AFTER and written(tmp_path) > 0
 
         await wait_for(mid_run, 120, f"{KILL_AFTER} replies and the run's first records")
-        assert run.poll() is None, "the run ended before its node was killed"
-        cluster.nodes[0].kill()
+        worker.signal(signal.SIGSTOP)
+        try:
+            assert run.poll() is None, "the run ended before its node was killed"
+            assert sum(c.done() for c in calls) < CALLS, "every call answered before the kill"
+            cluster.nodes[0].kill()
+
+            async def moved() -> bool:
+                return client.broker in (broker_address(survivor), broker_address(third))
+
+            await wait_for(moved, 60, "the client to reconnect through another node")
+        finally:
+            worker.signal(signal.SIGCONT)
 
         replies = await asyncio.gather(*calls)
         assert sorted(r["job_id"] for r in replies) == sorted(ids)
         assert {r["status"] for r in replies} == {"ok"}
-        assert client.broker in (broker_address(survivor), broker_address(third))
         # The calls out when the node went were published again through another node.
         assert client.resent > 0
 

@@ -54,7 +54,7 @@ from worker.transport.broker_failures import (
     connect_failure,
     is_access_refused,
 )
-from worker.transport.rpc import LinkDown, RpcLink
+from worker.transport.rpc import RpcLink
 from worker.transport.topology import DEFAULT_REQUEST_QUEUE
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
@@ -277,14 +277,13 @@ class PromptClient:
                     await self._publish(body, correlation_id)
                 except PromptClientError:
                     raise
-                except LinkDown:
-                    pass  # the link is coming back: its return publishes the call
                 except Exception:
-                    # The connection dropped under the publish: whether the broker got
-                    # the job is unknown, so the reconnect re-sends it (duplicates are
-                    # dropped here by correlation id). Under a connection that stays up,
-                    # the broker refused this job (closing the channel).
-                    if self._link is None or self._link.connected:
+                    # The link went under the publish (or was already down): whether
+                    # the broker got the job is unknown, so the link's return publishes
+                    # it again, one call at a time (duplicates are dropped here by
+                    # correlation id). A job the broker refuses outright fails then,
+                    # alone, rather than every call in flight with it.
+                    if self._link is None:
                         raise
                 return await asyncio.shield(call.future)
         except TimeoutError:
