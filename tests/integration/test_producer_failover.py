@@ -3,7 +3,7 @@ run are connected to is killed (`kill -9`) in the middle of their work; both mov
 another node and every call and every job is answered.
 
 The cluster is `scripts/rabbit-cluster` (extra nodes beside the system broker, on
-5681-5683; run under `flock /tmp/extra-nodes.lock`). The producers are given every node,
+5694-5696; run under `flock /tmp/extra-nodes.lock`). The producers are given every node,
 the victim first, so they start on it. The queues are declared, and the worker
 connected, through a node that survives: what is tried here is the producers' side
 (their link, their reply queue, their re-sends), not a queue leader's election.
@@ -44,7 +44,8 @@ DEADLINE = 300.0
 @pytest.fixture
 def cluster() -> Iterator[ExtraCluster]:
     # Requested before `start_worker`, so it is torn down after the worker has stopped.
-    with ExtraCluster(port=5681) as running:
+    # Names and ports of its own: the cluster failover test has 5681-5683.
+    with ExtraCluster(name="producers", port=5694) as running:
         yield running
 
 
