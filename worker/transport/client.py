@@ -192,7 +192,9 @@ class PromptClient:
                     call.future.set_exception(
                         PromptClientError(f"could not re-send job {call.job_id!r}: {exc!r}")
                     )
-                return
+                if isinstance(exc, ChannelClosed) or self._failure is not None:
+                    return  # the channel's restore starts the next round
+                continue  # returned or nacked: the channel is still open for the rest
             except Exception:  # the link went again (LinkDown): its return starts another round
                 return
             self.resent += 1
