@@ -2,17 +2,20 @@
 the list, trying the next address after every failed attempt, not only the node it lost.
 
 The "nodes" are two TCP proxies in front of the shared broker, which a test stops and
-starts: a node that dies, or stays down while another comes back.
+starts: a node that dies, or stays down while another comes back. A reconnect that the
+broker refuses for its credentials is not waited out.
 """
 
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from yarl import URL
 
-from tests.integration.helpers import StartWorker, TcpProxy, a_job, wait_for
-from worker.transport.client import PromptClient
-from worker.transport.rotation import RotatingConnection
+from tests.integration.helpers import StartWorker, TcpProxy, a_job, rabbitmqctl, wait_for
+from tests.integration.test_broker_failures import broker_user
+from worker.transport.client import PromptAccessRefused, PromptClient
 from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
@@ -20,17 +23,7 @@ pytestmark = pytest.mark.broker
 
 def linked_through(client: PromptClient, proxy: TcpProxy) -> bool:
     """Whether the client's connection is up, through `proxy`."""
-    link = client._link
-    if link is None:
-        return False
-    connection = link.connection
-    assert isinstance(connection, RotatingConnection)
-    transport = connection.transport
-    return (
-        transport is not None
-        and not transport.connection.is_closed
-        and connection.broker == f"127.0.0.1:{proxy.port}"
-    )
+    return client.broker == f"127.0.0.1:{proxy.port}"
 
 
 async def a_build_works(client: PromptClient, job_id: str) -> None:
@@ -99,3 +92,35 @@ async def test_failed_attempts_go_round_every_address(
 
         await wait_for(on_first, 30, "the client to come back through the first address")
         await a_build_works(client, "failover-round")
+
+
+def close_connections_of_user(user: str) -> int:
+    """Close the shared broker's connections of `user` (only ours: the broker is shared)."""
+    listing = rabbitmqctl("list_connections", "pid", "user", "-q")
+    closed = 0
+    for connection, _, owner in (line.partition("\t") for line in listing.splitlines()):
+        if owner.strip() == user:
+            rabbitmqctl("close_connection", connection, "test")
+            closed += 1
+    return closed
+
+
+async def test_credentials_refused_on_a_reconnect_fail_the_calls_at_once(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    """The password is rotated and the client's connection dropped: its reconnect
+    presents the old password, which no node will take. Calls fail with
+    `PromptAccessRefused` instead of waiting out their timeout."""
+    worker = start_worker()
+    await worker.wait_ready()
+    with broker_user("test-client-revoked", (".*", ".*", ".*")) as url:
+        async with PromptClient(url, request_queue=topo.request_queue) as client:
+            await a_build_works(client, "before-revoke")
+            user = URL(url).user
+            assert user is not None
+            rabbitmqctl("change_password", user, uuid.uuid4().hex)
+            assert close_connections_of_user(user) == 1
+            with pytest.raises(PromptAccessRefused, match="access refused by the broker at "):
+                await client.build(a_job("after-revoke"), timeout=60)
+            with pytest.raises(PromptAccessRefused):
+                await client.build(a_job("later"), timeout=60)

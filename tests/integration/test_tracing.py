@@ -22,16 +22,23 @@ from typing import Any
 import aio_pika
 import aiohttp
 import pytest
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+    set_span_in_context,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from tests.integration.helpers import AMQP_URL, REPO, StartWorker, free_port
 from tests.unavailable import missing
+from worker.transport.client import PromptClient
 from worker.transport.topology import Topology
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker]
@@ -40,6 +47,8 @@ PHOENIX = REPO / "scripts" / "phoenix"
 GOPRODUCER = REPO / "tests" / "integration" / "goproducer"
 JOB = REPO / "tests" / "bench_jobs" / "typical_react_job.json"
 PROPAGATOR = TraceContextTextMapPropagator()
+PRODUCER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+PRODUCER_SPAN = "00f067aa0ba902b7"
 
 
 class Phoenix:
@@ -230,3 +239,52 @@ def test_the_phoenix_script_refuses_a_bad_call() -> None:
     result = subprocess.run([str(PHOENIX), "start"], capture_output=True, text=True)
     assert result.returncode == 2
     assert "usage: scripts/phoenix start DIR PORT" in result.stderr
+
+
+async def test_prompt_client_puts_the_callers_trace_context_on_its_jobs(topo: Topology) -> None:
+    """No worker: the test reads the job PromptClient published and answers it itself."""
+    caller = SpanContext(
+        int(PRODUCER_TRACE, 16),
+        int(PRODUCER_SPAN, 16),
+        is_remote=False,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    connection = await aio_pika.connect(AMQP_URL)
+    async with connection, PromptClient(AMQP_URL, request_queue=topo.request_queue) as client:
+        channel = await connection.channel()
+        requests = await channel.declare_queue(topo.request_queue, auto_delete=True)
+        token = context.attach(set_span_in_context(NonRecordingSpan(caller)))
+        try:
+            call = asyncio.ensure_future(client.call(b"{}", timeout=60))
+        finally:
+            context.detach(token)
+        job = await wait_for_message(requests)
+        assert job.headers["traceparent"] == f"00-{PRODUCER_TRACE}-{PRODUCER_SPAN}-01"
+        assert job.reply_to is not None
+        await channel.default_exchange.publish(
+            aio_pika.Message(b'{"status": "ok"}', correlation_id=job.correlation_id),
+            routing_key=job.reply_to,
+        )
+        await job.ack()
+        assert await call == b'{"status": "ok"}'
+        # Outside any span nothing is put on a job.
+        plain = asyncio.ensure_future(client.call(b"{}", timeout=60))
+        job = await wait_for_message(requests)
+        assert "traceparent" not in (job.headers or {})
+        await channel.default_exchange.publish(
+            aio_pika.Message(b"{}", correlation_id=job.correlation_id),
+            routing_key=job.reply_to or "",
+        )
+        await job.ack()
+        await plain
+
+
+async def wait_for_message(
+    queue: aio_pika.abc.AbstractQueue,
+) -> aio_pika.abc.AbstractIncomingMessage:
+    for _ in range(240):
+        message = await queue.get(fail=False)
+        if message is not None:
+            return message
+        await asyncio.sleep(0.25)
+    raise AssertionError("no job published")

@@ -311,6 +311,46 @@ async def test_broker_lost_mid_run_exits_2_and_resume_completes_the_file(
 
 
 @pytest.mark.slow
+async def test_a_node_lost_mid_run_is_left_for_the_next_address_and_the_run_completes(
+    tmp_path: Path, topo: Topology, start_worker: StartWorker
+) -> None:
+    """Two "nodes" (TCP proxies in front of the shared broker): the one the run is on
+    dies and stays down. The run reconnects through the other, publishes again what was
+    waiting, and writes the whole file."""
+    source = mixed_input(tmp_path / "in.jsonl", copies=20)
+    expected = local_reference(source, tmp_path / "local.jsonl")
+    await start_worker().wait_ready()
+    first, second = TcpProxy(), TcpProxy()
+    await first.start()
+    await second.start()
+    out, report = tmp_path / "broker.jsonl", tmp_path / "report.json"
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *WORKER,
+            *argv(source, out, "--report", str(report), f"--broker={first.url},{second.url}"),
+            "--request-queue",
+            topo.request_queue,
+            cwd=REPO,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        deadline = time.monotonic() + DEADLINE
+        while not (out.exists() and out.stat().st_size > 0):
+            assert process.returncode is None and time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        await first.stop()  # the run's node dies, and stays down
+        _, err = await asyncio.wait_for(process.communicate(), DEADLINE)
+    finally:
+        await first.stop()
+        await second.stop()
+
+    assert process.returncode == 1, err  # the bad lines
+    assert out.read_bytes() == expected
+    broker = json.loads(report.read_text())["broker"]
+    assert broker["timeouts"] == 0
+    assert broker["reconnects"] >= 1
+
+
+@pytest.mark.slow
 def test_reply_queue_deleted_mid_run_is_declared_again_and_the_run_completes(
     tmp_path: Path, topo: Topology, start_worker: StartWorker
 ) -> None:

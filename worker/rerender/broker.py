@@ -4,11 +4,17 @@ Jobs are published to the request queue (publisher confirms, persistent) with at
 `window` input lines between the first unwritten one and the newest published one:
 that bounds the reorder buffer and the load put on the fleet. Replies come back on an
 exclusive queue of this run, matched by correlation id (`<run token>.<sequence>`). The
-connection, channel, reply queue and publishing are the RPC core `PromptClient` uses
-(transport/rpc.py), on a plain connection: losing it, or the channel the broker closed,
-ends the run (a resume finishes the file), where the client would wait for a
-reconnect. A reply queue deleted under the run is declared again by the link; the
-replies lost meanwhile come back through the retry after `timeout`.
+connection, channel, reply queue and publishing are the producers' link `PromptClient`
+uses (transport/rpc.py). A lost connection is followed by a reconnect, round the
+broker's addresses from the next node on (a cluster's node that died is left for
+another); once the reply queue is back, every job still without a reply is published
+again (replies sent meanwhile went nowhere), without counting as one of its attempts.
+While the link is down, no job's time runs out. The run ends (a resume finishes the
+file) only when every address failed `RECONNECT_ROUNDS` times in a row, when the broker
+refuses the credentials, or when it closes the run's channel under a connection that
+stays up (it refused something: trying again would be refused again). A reply queue
+deleted under the run is declared again by the link, and what was waiting published
+again.
 
 Delivery is at-least-once: a worker killed mid-job has its job redelivered, and a job
 without a reply within `timeout` is published once more, so a reply can arrive twice;
@@ -30,10 +36,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import aio_pika
 import aiormq
 import orjson
-from aio_pika.abc import AbstractConnection
 
 from schemas.budget import Budget
 from schemas.codes import ErrorCode
@@ -43,10 +47,10 @@ from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.sink import EngineError, Input, Sink
 from worker.transport import codec
-from worker.transport.addresses import first_address, redact_addresses
+from worker.transport.addresses import SEPARATOR, first_address, redact_addresses
 from worker.transport.broker_failures import connect_failure
 from worker.transport.event_loop import loop_factory, run_on
-from worker.transport.rpc import RpcLink
+from worker.transport.rpc import LinkDown, Reconnect, RpcLink
 from worker.transport.settings import AmqpCodecName, EventLoopName
 from worker.transport.tls import TlsFiles, connect_kwargs
 
@@ -54,6 +58,9 @@ DEFAULT_WINDOW = 256
 DEFAULT_TIMEOUT = 60.0
 CONNECT_TIMEOUT = 10.0
 ATTEMPTS = 2
+# After a lost connection, how many times each address is tried in a row before the run
+# ends (with the pauses between attempts, a few seconds for a broker that is gone).
+RECONNECT_ROUNDS = 2
 # After Ctrl-C, wait this long at most for replies already under way, so the fleet's
 # answers are not published to a reply queue that no longer exists.
 STOP_GRACE_SECONDS = 10.0
@@ -124,13 +131,21 @@ class BrokerEngine:
         self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._sink: Sink | None = None
+        # Publishes so far, for a message id unique to each (aiormq matches a returned
+        # job to its publish by message id).
+        self._sends = 0
+        addresses = len(url.split(SEPARATOR))
         self._link = RpcLink(
             url,
             request_queue,
             f"prompt-worker.rerender.{self._token}",
             self._on_reply,
-            robust=False,
+            reconnect=Reconnect(
+                give_up_after=RECONNECT_ROUNDS * addresses, channel_errors_final=True
+            ),
             connect_kwargs=connect_kwargs(first_address(url), tls),
+            on_resumed=self._resend_waiting,
+            on_failed=self._on_link_failed,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -148,6 +163,7 @@ class BrokerEngine:
                 "retries": self.retries,
                 "timeouts": self.timeouts,
                 "duplicate_replies": self.duplicates,
+                "reconnects": self._link.reconnects,
             },
         }
 
@@ -177,37 +193,49 @@ class BrokerEngine:
             await self._link.close()
         raise EngineError(message)
 
-    async def _check_request_queue(self, connection: AbstractConnection, sink: Sink) -> None:
+    async def _check_request_queue(self, sink: Sink) -> None:
         # A passive declare on a throwaway channel: a missing queue closes that channel.
         # Declaring it here instead would need the fleet's exact queue arguments.
-        probe = await connection.channel()
+        probe = await self._link.connection.channel()
         try:
-            queue = await probe.declare_queue(self.request_queue, passive=True)
-        except aio_pika.exceptions.ChannelNotFoundEntity:
+            declared = await probe.queue_declare(self.request_queue, passive=True)
+        except aiormq.exceptions.ChannelNotFoundEntity:
             raise EngineError(
                 f"the request queue {self.request_queue!r} does not exist on "
                 f"{redact_addresses(self.url)}: start `prompt-worker serve` (it declares the queue) "
                 "or pass the fleet's --request-queue"
             ) from None
-        consumers = queue.declaration_result.consumer_count
         if not probe.is_closed:
             await probe.close()
-        if not consumers:
+        if not declared.consumer_count:
             sink.warn(
                 f"no worker is consuming {self.request_queue!r} yet: jobs wait in the queue; "
                 f"one without a reply after {ATTEMPTS} x {self.timeout:g} s is recorded as a timeout"
             )
 
-    def _on_close(self, sender: Any, exc: BaseException | None = None, *_: Any) -> None:
-        if not self._closing and self._failure is None:
-            reason = f": {exc}" if exc else ""
-            # A lost connection closes the channel too, and either callback may come
-            # first: only a channel error (the broker's refusal) names the channel.
-            if isinstance(exc, aiormq.exceptions.ChannelClosed):
-                self._failure = f"the broker closed the run's channel{reason}"
-            else:
-                self._failure = f"lost the connection to the broker{reason}"
-            self._room.set()
+    def _on_link_failed(self, exc: BaseException) -> None:
+        """The link gave up: the run ends, and a resume finishes the file."""
+        if self._closing or self._failure is not None:
+            return
+        reason = f": {exc}" if str(exc) else f": {type(exc).__name__}"
+        if isinstance(exc, aiormq.exceptions.ChannelClosed):
+            self._failure = f"the broker closed the run's channel{reason}"
+        else:
+            where = self._link.address
+            self._failure = f"lost the connection to the broker; {connect_failure(where, exc)}"
+        self._room.set()
+
+    def _resend_waiting(self) -> None:
+        """The link is back: replies sent while it was away went nowhere, so every job
+        still without a reply is published again (not one of its attempts)."""
+        for seq, pending in self._pending.items():
+            if pending.done or pending.line is None or pending.line.body is None:
+                continue
+            if pending.attempts == 0:
+                continue  # its first publish is still to come
+            pending.deadline = None
+            self._publish(seq, pending, again=True)
+        self._room.set()
 
     # -- the run -----------------------------------------------------------------------
 
@@ -216,12 +244,7 @@ class BrokerEngine:
         self._sink = sink
         await self._connect()
         try:
-            connection = self._link.connection
-            await self._check_request_queue(connection, sink)
-            connection.close_callbacks.add(self._on_close)
-            # A channel the broker closed (say, it refused to declare the deleted reply
-            # queue again) is as final as a lost connection on this plain link.
-            self._link.channel.close_callbacks.add(self._on_close)
+            await self._check_request_queue(sink)
             ticker = asyncio.create_task(self._tick(sink, stop))
             try:
                 await self._feed(blocks, sink, stop)
@@ -289,29 +312,36 @@ class BrokerEngine:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._room.wait(), _TICK_SECONDS)
 
-    def _publish(self, seq: int, pending: _Pending) -> None:
-        task = asyncio.create_task(self._publish_once(seq, pending))
+    def _publish(self, seq: int, pending: _Pending, *, again: bool = False) -> None:
+        task = asyncio.create_task(self._publish_once(seq, pending, again=again))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _publish_once(self, seq: int, pending: _Pending) -> None:
+    async def _publish_once(self, seq: int, pending: _Pending, *, again: bool = False) -> None:
+        """One attempt at a job (`again`: the same attempt, published anew after the
+        link came back)."""
         line = pending.line
         if pending.done or line is None or line.body is None:
             return  # answered between the retry's scheduling and now
-        pending.attempts += 1
+        if not again:
+            pending.attempts += 1
         pending.deadline = None
         correlation_id = f"{self._token}.{seq}"
+        self._sends += 1
         loop = asyncio.get_running_loop()
         try:
             # Returns once the broker has the job; a nack or an unroutable job raises.
             await self._link.publish(
                 line.body,
                 correlation_id,
-                # Unique per attempt: aiormq matches returned messages by message id.
-                message_id=f"{correlation_id}.{pending.attempts}",
+                message_id=f"{correlation_id}.{self._sends}",
                 timeout=self.timeout,
             )
+        except LinkDown:
+            return  # no deadline: the link's return publishes it again
         except Exception as exc:  # nack, unroutable, timeout: this attempt is lost
+            if not self._link.connected:
+                return  # lost with the connection: the link's return publishes it again
             pending.last_failure = f"publish failed: {exc or type(exc).__name__}"
             pending.deadline = loop.time()
             return
@@ -355,11 +385,14 @@ class BrokerEngine:
         while True:
             await asyncio.sleep(_TICK_SECONDS)
             now = loop.time()
+            # No job's time runs out while the link is down: its return publishes every
+            # waiting job again, with a fresh deadline.
+            link_up = self._link.is_up
             for seq, pending in self._pending.items():
                 if pending.done or pending.deadline is None or now < pending.deadline:
                     continue
-                if stop.is_set():
-                    continue  # no new attempts once the operator asked to stop
+                if stop.is_set() or not link_up:
+                    continue  # no new attempts once the operator asked to stop, nor now
                 if pending.attempts < ATTEMPTS:
                     self.retries += 1
                     self._publish(seq, pending)

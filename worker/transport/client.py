@@ -12,20 +12,24 @@ models. The worker delivers at least once, so a reply can arrive twice; the seco
 finds no waiting call and is dropped.
 
 `url` may list a cluster's nodes, comma-separated: the client connects to the first
-that answers (and reconnects to that node after a drop). For `amqps://` URLs, `tls` names the CA file the broker's certificate must chain to and
-the client certificate and key for mutual TLS (`transport/tls.py`, shared with the
-worker); a broker certificate that fails verification raises `PromptClientError` saying
-so.
+that answers. For `amqps://` URLs, `tls` names the CA file the broker's certificate
+must chain to and the client certificate and key for mutual TLS (`transport/tls.py`,
+shared with the worker); a broker certificate that fails verification raises
+`PromptClientError` saying so.
 
-The connection is robust. If it drops, the reply queue (same name) and its consumer
-are restored on reconnect and every call still waiting is published again: a reply the
-worker sent while the client was away had nowhere to go. The same happens when the
-reply queue is deleted under a connected client: it is declared again, and what is
-waiting published again. Calls keep waiting through the outage, bounded by their
-timeout. A job the broker refuses outright (above its `max_message_size`) closes the
-channel: the call fails at once with the broker's reason, and the client goes on. If
-no reply comes within the timeout, `PromptTimeout` is raised; the job may still be
-answered later, into a reply queue nobody reads once the client is closed.
+The link keeps itself up (transport/rpc.py). If the connection drops, the client
+reconnects, moving round the addresses from the next node on, with growing jittered
+pauses between failed attempts (the first from the URL's `reconnect_interval`, 1 s
+if none); the reply queue (same name) and its consumer are restored and every call
+still waiting is published again: a reply the worker sent while the client was away
+had nowhere to go. The same happens when the reply queue is deleted under a connected
+client: it is declared again, and what is waiting published again. Calls keep waiting
+through the outage, bounded by their timeout. Refused credentials on a reconnect fail
+every waiting call, and every later one, with `PromptAccessRefused`. A job the broker
+refuses outright (above its `max_message_size`) closes the channel: the call fails at
+once with the broker's reason, and the client goes on. If no reply comes within the
+timeout, `PromptTimeout` is raised; the job may still be answered later, into a reply
+queue nobody reads once the client is closed.
 """
 
 import asyncio
@@ -52,11 +56,10 @@ from worker.transport.broker_failures import (
 )
 from worker.transport.rpc import RpcLink
 from worker.transport.topology import DEFAULT_REQUEST_QUEUE
+from worker.transport.trace_context import caller_context_headers
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_TIMEOUT = 30.0
-# Reconnect quickly: callers are waiting (aio-pika's default is 5 s between attempts).
-DEFAULT_RECONNECT_INTERVAL = "1"
 
 
 class PromptClientError(Exception):
@@ -102,6 +105,8 @@ class PromptClient:
         self._pending: dict[str, _Call] = {}
         # The round of re-sends under way, if any (one at a time: `_resend_all`).
         self._resending: asyncio.Future[None] | None = None
+        # Set once the link gave up: what every call raises from then on.
+        self._failure: PromptClientError | None = None
         self.unmatched_replies = 0
         self.resent = 0
 
@@ -119,26 +124,19 @@ class PromptClient:
 
     async def open(self) -> None:
         urls = [URL(address) for address in self.url.split(SEPARATOR)]
-        urls = [
-            url
-            if "reconnect_interval" in url.query
-            else url.update_query(reconnect_interval=DEFAULT_RECONNECT_INTERVAL)
-            for url in urls
-        ]
-        target = SEPARATOR.join(str(url) for url in urls)
-        # Named by the client, not by the broker, so the robust connection re-declares
-        # the same queue after a reconnect and requests already out keep their reply_to.
+        # Named by the client, not by the broker, so that the queue declared again after
+        # a reconnect has the same name and requests already out keep their reply_to.
         name = f"prompt-client.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
         link = RpcLink(
-            target,
+            self.url,
             self.request_queue,
             name,
             self._on_reply,
-            robust=True,
             connect_kwargs=broker_tls.connect_kwargs(urls[0], self.tls),
             on_resumed=self._resend_pending,
+            on_failed=self._link_failed,
         )
-        # fail_fast (aio-pika's default): opening fails at once when the broker is down.
+        # Opening fails at once when no address answers.
         try:
             await link.open()
         except (OSError, AMQPError, TimeoutError, ConnectFailed) as exc:
@@ -147,6 +145,18 @@ class PromptClient:
             error = PromptAccessRefused if is_access_refused(exc) else PromptBrokerUnreachable
             raise error(connect_failure(broker_address(urls[0]), exc)) from exc
         self._link = link
+
+    @property
+    def broker(self) -> str | None:
+        """`host:port` of the node the client is connected to; None while it reconnects."""
+        return None if self._link is None else self._link.broker
+
+    def _link_failed(self, exc: BaseException) -> None:
+        """The link gave up (refused credentials on a reconnect): nothing can succeed."""
+        where = self._link.address if self._link is not None else self.url
+        error = PromptAccessRefused if is_access_refused(exc) else PromptBrokerUnreachable
+        self._failure = error(connect_failure(where, exc))
+        self._fail_pending(self._failure)
 
     async def close(self) -> None:
         self._fail_pending(PromptClientError("client closed"))
@@ -177,14 +187,16 @@ class PromptClient:
             if call.future.done():
                 continue
             try:
-                await self._publish(call.body, correlation_id)
+                await self._publish(call.body, correlation_id, call.headers)
             except (PromptClientError, ChannelClosed) as exc:  # the broker refused it
                 if not call.future.done():
                     call.future.set_exception(
                         PromptClientError(f"could not re-send job {call.job_id!r}: {exc!r}")
                     )
-                return
-            except Exception:  # the link went again: its return starts another round
+                if isinstance(exc, ChannelClosed) or self._failure is not None:
+                    return  # the channel's restore starts the next round
+                continue  # returned or nacked: the channel is still open for the rest
+            except Exception:  # the link went again (LinkDown): its return starts another round
                 return
             self.resent += 1
 
@@ -201,11 +213,15 @@ class PromptClient:
             return
         call.future.set_result(body)
 
-    async def _publish(self, body: bytes, correlation_id: str) -> None:
+    async def _publish(
+        self, body: bytes, correlation_id: str, headers: dict[str, str] | None = None
+    ) -> None:
         if self._link is None:
             raise PromptClientError("client closed")
+        if self._failure is not None:
+            raise self._failure
         try:
-            await self._link.publish(body, correlation_id)
+            await self._link.publish(body, correlation_id, headers=headers)
         except PublishError as exc:
             raise PromptClientError(f"request queue {self.request_queue!r} does not exist") from exc
         except DeliveryError as exc:
@@ -257,20 +273,24 @@ class PromptClient:
         correlation_id = correlation_id or uuid.uuid4().hex
         if correlation_id in self._pending:
             raise PromptClientError(f"correlation id {correlation_id!r} is already waiting")
-        call = _Call(body, job_id, asyncio.get_running_loop().create_future())
+        call = _Call(
+            body, job_id, asyncio.get_running_loop().create_future(), caller_context_headers()
+        )
         self._pending[correlation_id] = call
         wait = self.timeout if timeout is None else timeout
         try:
             async with asyncio.timeout(wait):
                 try:
-                    await self._publish(body, correlation_id)
+                    await self._publish(body, correlation_id, call.headers)
                 except PromptClientError:
                     raise
                 except Exception:
-                    # The connection dropped under the publish: whether the broker got
-                    # the job is unknown, so the reconnect re-sends it (duplicates are
-                    # dropped here by correlation id).
-                    if self._link is None or self._link.connection.is_closed:
+                    # The link went under the publish (or was already down): whether
+                    # the broker got the job is unknown, so the link's return publishes
+                    # it again, one call at a time (duplicates are dropped here by
+                    # correlation id). A job the broker refuses outright fails then,
+                    # alone, rather than every call in flight with it.
+                    if self._link is None:
                         raise
                 return await asyncio.shield(call.future)
         except TimeoutError:
@@ -291,3 +311,5 @@ class _Call:
     body: bytes
     job_id: str | None
     future: "asyncio.Future[bytes]"
+    # The caller's trace context when it called, sent again with a re-send.
+    headers: dict[str, str]

@@ -10,6 +10,11 @@ already deduplicate, CONTRACT.md §4) but never lost.
 Messages that are only looked at (a dry run, or another kind than the one asked for)
 stay unacknowledged until the end and are then handed back to the dead-letter queue in
 one `nack`; a dropped connection hands them back too.
+
+The connection is made as the producers' link makes it (`transport/rpc.py`): the
+addresses of a cluster in order, the first that answers, refused credentials named.
+A run is short and leaves nothing half done, so a lost connection ends it rather than
+being followed by a reconnect: run it again.
 """
 
 import math
@@ -17,13 +22,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-import aio_pika
 import orjson
-from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
+from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
 from aiormq.exceptions import ChannelNotFoundEntity, DeliveryError, PublishError
+from pamqp.commands import Basic, Queue
 
 from schemas.job import KIND_ALIASES
-from worker.transport.addresses import SEPARATOR, connect_first, first_address
+from worker.transport.addresses import SEPARATOR, first_address
+from worker.transport.rpc import connect_any
 from worker.transport.tls import TlsFiles, connect_kwargs
 
 # Headers RabbitMQ writes when it dead-letters a message. They describe the past death;
@@ -124,8 +130,9 @@ def canonical_kind(kind: str | None) -> str | None:
     return alias.value if alias is not None else kind
 
 
-def replay_message(dead: AbstractIncomingMessage, letter: DeadLetter) -> aio_pika.Message:
-    """The job as it was first published: same body and RPC properties, no death headers.
+def replay_properties(dead: Basic.Properties, letter: DeadLetter) -> Basic.Properties:
+    """The job's properties as it was first published: same RPC properties, no death
+    headers, persistent.
 
     `user_id` and `expiration` are left out on purpose: the broker refuses a user_id
     other than the replaying connection's, and an expiration would only make the job
@@ -133,8 +140,7 @@ def replay_message(dead: AbstractIncomingMessage, letter: DeadLetter) -> aio_pik
     """
     headers = {k: v for k, v in (dead.headers or {}).items() if k not in DEATH_HEADERS}
     headers[REPLAY_COUNT_HEADER] = letter.replays + 1
-    return aio_pika.Message(
-        dead.body,
+    return Basic.Properties(
         headers=headers,
         content_type=dead.content_type,
         content_encoding=dead.content_encoding,
@@ -142,10 +148,10 @@ def replay_message(dead: AbstractIncomingMessage, letter: DeadLetter) -> aio_pik
         reply_to=dead.reply_to,
         message_id=dead.message_id,
         timestamp=dead.timestamp,
-        type=dead.type,
+        message_type=dead.message_type,
         app_id=dead.app_id,
         priority=dead.priority,
-        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        delivery_mode=2,  # persistent
     )
 
 
@@ -169,49 +175,48 @@ async def replay_dead(
     wanted = canonical_kind(kind)
     budget = math.inf if limit is None else limit
     kwargs = connect_kwargs(first_address(amqp_url), tls)
-
-    async def attempt(url: str) -> AbstractConnection:
-        connection: AbstractConnection = await aio_pika.connect(url, **kwargs)
-        return connection
-
     # A cluster's nodes, comma-separated: the first that answers.
-    connection = await connect_first(amqp_url.split(SEPARATOR), attempt)
-    async with connection:
+    _, connection = await connect_any(amqp_url.split(SEPARATOR), kwargs)
+    try:
         # Passive declarations: replay never creates or re-declares a queue, so it
         # cannot clash with the arguments the worker declared them with.
         dead_queue = await _existing_queue(connection, dead_letter_queue)
         await _existing_queue(connection, request_queue)
-        present = dead_queue.declaration_result.message_count or 0
+        present = dead_queue.message_count or 0
 
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-        queue = await channel.get_queue(dead_letter_queue, ensure=False)
-        held: AbstractIncomingMessage | None = None  # the latest delivery left unacked
+        held: int | None = None  # delivery tag of the latest delivery left unacked
         try:
             while result.examined < present and result.matched < budget:
-                dead = await queue.get(no_ack=False, fail=False)
-                if dead is None:
+                got = await _get(channel, dead_letter_queue)
+                if got is None:
                     break
+                tag, dead = got
+                properties = dead.header.properties
                 result.examined += 1
-                letter = describe(dead.body, dead.headers)
+                letter = describe(dead.body, properties.headers)
                 action: Action
                 if wanted is not None and canonical_kind(letter.kind) != wanted:
                     result.skipped += 1
-                    held, action = dead, "skipped"
+                    held, action = tag, "skipped"
                 elif dry_run:
                     result.matched += 1
-                    held, action = dead, "listed"
+                    held, action = tag, "listed"
                 else:
                     result.matched += 1
                     try:
-                        await channel.default_exchange.publish(
-                            replay_message(dead, letter), routing_key=request_queue, mandatory=True
+                        await channel.basic_publish(
+                            dead.body,
+                            routing_key=request_queue,
+                            properties=replay_properties(properties, letter),
+                            mandatory=True,
                         )
                     except (PublishError, DeliveryError) as exc:
                         # Not confirmed: the dead copy stays, handed back below.
-                        held = dead
+                        held = tag
                         result.error = f"job {letter.job_id!r} not replayed: {exc!r}"
                         break
-                    await dead.ack()
+                    await channel.basic_ack(tag)
                     result.replayed += 1
                     action = "replayed"
                 result.letters.append((action, letter))
@@ -220,16 +225,28 @@ async def replay_dead(
         finally:
             if held is not None and not channel.is_closed:
                 # Every delivery up to this one that was not acked goes back, in one go.
-                await held.nack(multiple=True, requeue=True)
+                await channel.basic_nack(held, multiple=True, requeue=True)
+    finally:
+        await connection.close()
     return result
 
 
-async def _existing_queue(
-    connection: aio_pika.abc.AbstractConnection, name: str
-) -> aio_pika.abc.AbstractQueue:
+async def _get(channel: AbstractChannel, queue: str) -> tuple[int, DeliveredMessage] | None:
+    """The delivery tag and the next message of `queue`, left unacknowledged; None when
+    the queue is empty."""
+    message = await channel.basic_get(queue, no_ack=False)
+    delivery = message.delivery
+    if not isinstance(delivery, Basic.GetOk) or delivery.delivery_tag is None:
+        return None
+    return delivery.delivery_tag, message
+
+
+async def _existing_queue(connection: AbstractConnection, name: str) -> Queue.DeclareOk:
     # A failed passive declaration closes its channel, hence a channel of its own.
     channel = await connection.channel()
     try:
-        return await channel.declare_queue(name, passive=True)
+        declared = await channel.queue_declare(name, passive=True)
     except ChannelNotFoundEntity:
         raise ReplayError(f"queue {name!r} does not exist") from None
+    await channel.close()
+    return declared

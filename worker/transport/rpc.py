@@ -1,4 +1,5 @@
-"""The RPC core of the worker's producers, shared by `PromptClient` and `rerender --broker`.
+"""The broker link of the worker's producers, shared by `PromptClient`, `rerender --broker`
+and (its connection step) `replay-dead`.
 
 One connection, one channel with publisher confirms, and one exclusive reply queue
 whose name the caller chooses. `publish` sends a job body to the request queue with
@@ -9,46 +10,116 @@ a full queue its `DeliveryError`. Every reply is handed to `on_reply` with its
 correlation id: matching replies to requests is the caller's business (a future per
 call for the client, a sequence number per input line for rerender).
 
-Publishing and consuming go straight to aiormq's channel under aio-pika's: aio-pika's
-message objects cost a producer CPU per job for nothing it uses (docs/PERFORMANCE.md,
-"The transport's hot path"). With several addresses (a cluster's nodes, comma-separated) the
-link connects to the first that answers; a robust link then reconnects round all of
-them (`RotatingConnection`), not only to the node it lost. On a robust connection
-aio-pika restores the channel and re-declares the reply queue after a reconnect; the
-consumer, which it does not know about, is registered again each time the channel
-reopens. Should aio-pika fail to restore a channel the broker closed while the
-connection stays up, the link drops the connection to have it restored
-(`ChannelWatch`).
+The link is aiormq's public connection and channel, with no robust layer under it:
+it keeps itself up with a loop of its own (`_keep_up`). Losses reach that loop through
+the public `closing` futures of the connection and the channel, and through the
+broker's cancellation of the reply consumer (the reply queue was deleted). Then:
 
-A reply queue deleted under the link (by an operator, say) cancels its consumer: the
-link declares the queue again and consumes it, retrying with growing pauses. Replies
-the worker sent meanwhile went nowhere, so `on_resumed` runs whenever the consumer is
-back (after a reconnect, a reopened channel or a re-declared queue), for the owner to
-publish again what is still waiting.
+* a connection lost, or an attempt that failed, moves on to the next address of the
+  list (a cluster's nodes, comma-separated), round the list, with pauses growing
+  (`retry.backoff`, from the URL's `reconnect_interval`, jittered) between failed
+  attempts; the first attempt after a loss goes at once to the next node;
+* a channel the broker closed under a connection that stays up (a job it refused
+  outright, a declaration it refused) is opened again on the same connection;
+* the reply queue is declared again (same name, so requests already out keep their
+  `reply_to`) and consumed, after which `on_resumed` runs: replies the worker sent
+  meanwhile went nowhere, and the owner publishes again what is still waiting.
+
+Refused credentials end the link at once (`on_failed`): the nodes of a cluster share
+their users, and retrying the same password can only fail again. `Reconnect` says how
+patient a link is: the client waits for ever (its calls have their own timeouts), a
+rerender run gives up after a few rounds of the list, so that a broker that is gone
+ends the run with a message rather than a hang.
 """
 
 import asyncio
 import contextlib
-from collections.abc import Callable
-from typing import Any
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeGuard
 
-import aio_pika
 import aiormq
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractQueue
-from aiormq.abc import DeliveredMessage
+from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
+from aiormq.exceptions import ChannelClosed, ChannelLockedResource
 from yarl import URL
 
 from worker.transport.addresses import SEPARATOR, connect_first
-from worker.transport.channel_watch import ChannelWatch
+from worker.transport.broker_failures import broker_address, is_access_refused
 from worker.transport.retry import backoff
-from worker.transport.rotation import RotatingConnection
 
 # A reply's correlation id (None when the worker sent none) and its body.
 OnReply = Callable[[str | None, bytes], None]
 
+# Pauses between failed attempts: from the URL's `reconnect_interval` (or this), doubling
+# up to the cap. Producers have callers waiting, hence a short first pause and cap.
+FIRST_PAUSE = 1.0
+MAX_PAUSE = 5.0
+# How long one attempt to reach a node may take before it counts as failed (a node that
+# is cut off, rather than refusing, would otherwise hold the loop for aiormq's 60 s).
+ATTEMPT_TIMEOUT = 10.0
+
+
+class LinkDown(ConnectionError):
+    """The link is between a loss and its return: nothing can be published right now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reconnect:
+    """How patient a link is after a loss.
+
+    `give_up_after`: consecutive failed attempts after which the link ends (None: it
+    never does). `channel_errors_final`: a channel the broker closed under a connection
+    that stays up ends the link rather than being opened again.
+    """
+
+    give_up_after: int | None = None
+    channel_errors_final: bool = False
+
+
+def first_pause(url: str | URL) -> float:
+    """The first pause between failed attempts: the URL's `reconnect_interval`, if any."""
+    value = URL(str(url)).query.get("reconnect_interval")
+    try:
+        return float(value) if value is not None else FIRST_PAUSE
+    except ValueError:
+        return FIRST_PAUSE
+
+
+def jittered(attempt: int, first: float) -> float:
+    # Producers of a fleet that lost the same node must not come back in step.
+    return backoff(attempt, first, MAX_PAUSE) * random.uniform(0.5, 1.0)
+
+
+async def open_connection(
+    url: str,
+    connect_kwargs: dict[str, Any],
+    timeout: float | None = None,  # noqa: ASYNC109
+) -> AbstractConnection:
+    """One attempt on one address. `connect_kwargs`: what `tls.connect_kwargs` built."""
+    async with asyncio.timeout(timeout):
+        connection: AbstractConnection = await aiormq.connect(
+            url, context=connect_kwargs.get("ssl_context")
+        )
+    return connection
+
+
+async def connect_any(
+    addresses: list[str],
+    connect_kwargs: dict[str, Any],
+    timeout: float | None = None,  # noqa: ASYNC109
+) -> tuple[int, AbstractConnection]:
+    """The first address that answers, in order (`connect_first`): its index and its
+    connection. Raises as `connect_first` does."""
+
+    async def attempt(url: str) -> tuple[int, AbstractConnection]:
+        return addresses.index(url), await open_connection(url, connect_kwargs, timeout)
+
+    return await connect_first(addresses, attempt)
+
 
 class RpcLink:
-    """The connection, channel and reply queue of one producer."""
+    """The connection, channel and reply queue of one producer, kept up by its own loop."""
 
     def __init__(
         self,
@@ -57,135 +128,183 @@ class RpcLink:
         reply_queue: str,
         on_reply: OnReply,
         *,
-        robust: bool,
+        reconnect: Reconnect | None = None,
         connect_kwargs: dict[str, Any] | None = None,
         on_resumed: Callable[[], None] | None = None,
+        on_failed: Callable[[BaseException], None] | None = None,
     ) -> None:
-        """`connect_kwargs`: what `transport.tls.connect_kwargs` built for the URL;
-        `on_resumed`: runs when the reply consumer is back after it was lost."""
-        self.url = url
+        """`reconnect`: how patient the link is (default: for ever); `connect_kwargs`:
+        what `transport.tls.connect_kwargs` built for the URL; `on_resumed`: runs when
+        the reply consumer is back after it was lost; `on_failed`: runs once when the
+        link gives up, with the reason."""
+        self.url = str(url)
+        self.addresses = self.url.split(SEPARATOR)
         self.connect_kwargs = connect_kwargs or {}
         self.request_queue = request_queue
         self.reply_queue = reply_queue
-        self.robust = robust
+        self.reconnect = reconnect or Reconnect()
+        self.failure: BaseException | None = None
+        self.reconnects = 0
+        self._first_pause = first_pause(self.addresses[0])
         self._on_reply = on_reply
+        self._on_resumed = on_resumed
+        self._on_failed = on_failed
+        self._index = 0
         self._connection: AbstractConnection | None = None
         self._channel: AbstractChannel | None = None
-        self._queue: AbstractQueue | None = None
-        self._on_resumed = on_resumed
         self._consumer_tag: str | None = None
-        # aiormq's channel whose consumer cancellations the link listens to.
-        self._watched: Any = None
-        self._consuming_again: asyncio.Task[None] | None = None
-        self._restore_watch = ChannelWatch(self._wants_channel_back)
+        # Set whenever something is lost; the keeper restores what is missing.
+        self._down = asyncio.Event()
+        self._keeper: asyncio.Task[None] | None = None
         self._closing = False
 
     @property
     def connection(self) -> AbstractConnection:
         if self._connection is None:
-            raise RuntimeError("the link is not open")
+            raise LinkDown("the link is not connected")
         return self._connection
 
     @property
-    def channel(self) -> AbstractChannel:
-        if self._channel is None:
-            raise RuntimeError("the link is not open")
-        return self._channel
+    def connected(self) -> bool:
+        """Whether the link has a connection that is up (its channel may be reopening)."""
+        return self._connection is not None and not self._connection.is_closed
 
     @property
-    def is_open(self) -> bool:
-        return self._channel is not None and self._queue is not None
+    def is_up(self) -> bool:
+        """Connected, with the channel open and the reply queue consumed."""
+        return (
+            self.connected
+            and self._channel is not None
+            and not self._channel.is_closed
+            and self._consumer_tag is not None
+        )
+
+    @property
+    def broker(self) -> str | None:
+        """`host:port` of the node the link is connected to; None while it is not."""
+        return broker_address(self.addresses[self._index]) if self.connected else None
+
+    @property
+    def address(self) -> str:
+        """`host:port` of the node in use, or of the one tried last."""
+        return broker_address(self.addresses[self._index])
 
     async def open(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        """Connect, open the channel, declare the reply queue and consume it."""
+        """Connect to the first address that answers, open the channel, declare the
+        reply queue and consume it; then keep all of it up."""
+        self._index, connection = await connect_any(self.addresses, self.connect_kwargs, timeout)
+        self._watch_connection(connection)
+        await self._set_up_channel(connection)
+        self._keeper = asyncio.ensure_future(self._keep_up())
 
-        addresses = str(self.url).split(SEPARATOR)
+    # -- keeping the link up ---------------------------------------------------------
 
-        async def attempt(url: str) -> AbstractConnection:
-            if not self.robust:
-                plain: AbstractConnection = await aio_pika.connect(
-                    url, timeout=timeout, **self.connect_kwargs
-                )
-                return plain
-            # Reconnects go round every address, from the one that answered first.
-            first = addresses.index(url)
-            order = [URL(address) for address in addresses[first:] + addresses[:first]]
-            connection = RotatingConnection(order, **self.connect_kwargs)
+    async def _keep_up(self) -> None:
+        failures = 0
+        while True:
+            await self._down.wait()
+            if self._closing or self.failure is not None:
+                return
+            self._down.clear()
             try:
-                await connection.connect(timeout)
-            except BaseException:
-                await connection.close()
-                raise
-            return connection
+                await self._restore()
+            except Exception as exc:
+                failures += 1
+                if self._is_final(exc, failures):
+                    self._fail(exc)
+                    return
+                self._down.set()  # still missing: another attempt after the pause
+                await asyncio.sleep(jittered(failures - 1, self._first_pause))
+                continue
+            failures = 0
+            self.reconnects += 1
+            if self._on_resumed is not None:
+                self._on_resumed()
 
-        # Several addresses (a cluster's nodes): the first that answers.
-        self._connection = await connect_first(addresses, attempt)
-        # on_return_raises: a job published to a queue that does not exist is an
-        # error, not a silent drop.
-        channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
-        # Declared through aio-pika so that a robust channel re-declares it (same name,
-        # so requests already out keep their reply_to) before reopen_callbacks run.
-        self._queue = await channel.declare_queue(
-            self.reply_queue, exclusive=True, auto_delete=True
-        )
-        if isinstance(channel, aio_pika.RobustChannel):
-            channel.reopen_callbacks.add(self._on_reopen)
-            channel.close_callbacks.add(self._on_channel_closed)
-        await self._consume(channel)
-        self._channel = channel
+    def _is_final(self, exc: BaseException, failures: int) -> bool:
+        if is_access_refused(exc):
+            return True
+        limit = self.reconnect.give_up_after
+        return limit is not None and failures >= limit
 
-    async def _consume(self, channel: AbstractChannel) -> None:
-        underlay = await channel.get_underlay_channel()
-        if underlay is not self._watched:
-            underlay.on_consumer_cancel_callbacks.add(self._on_cancelled)
-            self._watched = underlay
-        consume_ok = await underlay.basic_consume(self.reply_queue, self._deliver, no_ack=True)
+    async def _restore(self) -> None:
+        connection = self._connection
+        if connection is None or connection.is_closed:
+            self._connection = self._channel = None
+            self._consumer_tag = None
+            # The node just lost, or the one that just failed: try the next one.
+            self._index = (self._index + 1) % len(self.addresses)
+            url = self.addresses[self._index]
+            connection = await open_connection(url, self.connect_kwargs, ATTEMPT_TIMEOUT)
+            self._watch_connection(connection)
+        await self._set_up_channel(connection)
+
+    async def _set_up_channel(self, connection: AbstractConnection) -> None:
+        channel = self._channel
+        if channel is None or channel.is_closed:
+            self._consumer_tag = None
+            # on_return_raises: a job published to a queue that does not exist is an
+            # error, not a silent drop.
+            channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+            channel.on_consumer_cancel_callbacks.add(self._on_cancelled)
+            self._watch_channel(channel)
+            self._channel = channel
+        # Same name every time, so requests already out keep their reply_to.
+        await channel.queue_declare(self.reply_queue, exclusive=True, auto_delete=True)
+        consume_ok = await channel.basic_consume(self.reply_queue, self._deliver, no_ack=True)
         self._consumer_tag = consume_ok.consumer_tag
 
-    async def _on_reopen(self, channel: Any) -> None:
-        await self._consume(channel)
-        self._resumed()
+    def _watch_connection(self, connection: AbstractConnection) -> None:
+        self._connection = connection
 
-    def _resumed(self) -> None:
-        if self._on_resumed is not None:
-            self._on_resumed()
+        def lost(closing: "asyncio.Future[Any]") -> None:
+            _retrieve(closing)
+            if connection is self._connection:
+                self._down.set()
+
+        connection.closing.add_done_callback(lost)
+
+    def _watch_channel(self, channel: AbstractChannel) -> None:
+        def lost(closing: "asyncio.Future[Any]") -> None:
+            reason = _retrieve(closing)
+            if channel is not self._channel or self._closing:
+                return
+            if self.reconnect.channel_errors_final and self._broker_closed(reason):
+                self._fail(reason)
+                return
+            self._down.set()
+
+        channel.closing.add_done_callback(lost)
+
+    def _broker_closed(self, reason: BaseException | None) -> TypeGuard[ChannelClosed]:
+        """Whether the broker closed the channel under a connection that stays up. A
+        queue still held by a lost connection of ours (RESOURCE_LOCKED) passes soon."""
+        connection = self._connection
+        return (
+            isinstance(reason, ChannelClosed)
+            and not isinstance(reason, ChannelLockedResource)
+            and connection is not None
+            and not connection.is_closed
+        )
 
     def _on_cancelled(self, frame: Any) -> None:
         """The broker cancelled the reply consumer: the reply queue was deleted."""
         if frame.consumer_tag != self._consumer_tag or self._closing:
             return
         self._consumer_tag = None
-        if self._consuming_again is None or self._consuming_again.done():
-            self._consuming_again = asyncio.ensure_future(self._declare_and_consume())
+        self._down.set()
 
-    async def _declare_and_consume(self) -> None:
-        """Declare the reply queue again and consume it, until that works or the channel
-        closes (a refused declaration closes it: its restore then consumes again)."""
-        failures = 0
-        while not self._closing and self._consumer_tag is None:
-            channel, queue = self._channel, self._queue
-            if channel is None or queue is None or channel.is_closed:
-                return
-            try:
-                await queue.declare()
-                await self._consume(channel)
-            except Exception:
-                await asyncio.sleep(backoff(failures))
-                failures += 1
-            else:
-                self._resumed()
-
-    def _wants_channel_back(self) -> bool:
-        # Whether the channel is back, ChannelWatch checks itself.
-        return not self._closing
-
-    def _on_channel_closed(self, sender: Any, *_: Any) -> None:
-        channel, connection = self._channel, self._connection
-        if channel is not None and sender is channel and connection is not None:
-            self._restore_watch.closed(channel, connection)
+    def _fail(self, exc: BaseException) -> None:
+        if self.failure is not None or self._closing:
+            return
+        self.failure = exc
+        if self._on_failed is not None:
+            self._on_failed(exc)
 
     async def _deliver(self, message: DeliveredMessage) -> None:
         self._on_reply(message.header.properties.correlation_id, message.body)
+
+    # -- publishing --------------------------------------------------------------------
 
     async def publish(
         self,
@@ -194,16 +313,17 @@ class RpcLink:
         *,
         message_id: str | None = None,
         timeout: float | None = None,  # noqa: ASYNC109
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        """Publish a job with reply_to set; returns once the broker confirmed it."""
-        if self._channel is None:
-            raise RuntimeError("the link is not open")
-        if self._channel.is_closed:
-            # As aio-pika's own publish does: a robust channel that is down fails here
-            # rather than waiting, and the caller decides whether to send again.
-            raise aiormq.exceptions.ChannelInvalidStateError(f"{self._channel!r} closed")
-        underlay = await self._channel.get_underlay_channel()
-        await underlay.basic_publish(
+        """Publish a job with reply_to set; returns once the broker confirmed it.
+        `headers`: the job's trace context (`traceparent`, `tracestate`), if any.
+
+        Raises `LinkDown` at once while the link is down: the owner publishes again
+        when `on_resumed` runs."""
+        channel = self._channel
+        if channel is None or channel.is_closed or self.failure is not None:
+            raise LinkDown(f"no channel to the broker ({self.failure or 'reconnecting'})")
+        await channel.basic_publish(
             body,
             routing_key=self.request_queue,
             properties=aiormq.spec.Basic.Properties(
@@ -214,6 +334,7 @@ class RpcLink:
                 # aiormq matches a returned (unroutable) job to its publish by message
                 # id, and makes one up when none is given.
                 message_id=message_id,
+                headers=dict(headers) if headers else None,
             ),
             mandatory=True,
             timeout=timeout,
@@ -221,12 +342,21 @@ class RpcLink:
 
     async def close(self) -> None:
         self._closing = True
-        self._restore_watch.cancel()
-        if self._consuming_again is not None:
-            self._consuming_again.cancel()
+        self._down.set()
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.cancel()
             with contextlib.suppress(BaseException):
-                await self._consuming_again
+                await keeper
         connection, self._connection = self._connection, None
-        self._channel = self._queue = None
+        self._channel = None
         if connection is not None:
-            await connection.close()
+            with contextlib.suppress(Exception):  # already lost: nothing left to close
+                await connection.close()
+
+
+def _retrieve(future: "asyncio.Future[Any]") -> BaseException | None:
+    """The exception a closing future ended with (retrieved, so asyncio keeps quiet)."""
+    if future.cancelled():
+        return None
+    return future.exception()

@@ -1,0 +1,135 @@
+"""The producers over a 3-node cluster: the node a `PromptClient` and a `rerender --broker`
+run are connected to is killed (`kill -9`) in the middle of their work; both move to
+another node and every call and every job is answered.
+
+The cluster is `scripts/rabbit-cluster` (extra nodes beside the system broker, on free
+ports of the run's own). The producers are given every node,
+the victim first, so they start on it. The queues are declared, and the worker
+connected, through a node that survives: what is tried here is the producers' side
+(their link, their reply queue, their re-sends), not a queue leader's election.
+"""
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import aio_pika
+import pytest
+
+from tests.data import CONFORMANCE, REPO
+from tests.integration.helpers import StartWorker, a_job, wait_for
+from tests.rabbit_nodes import ExtraCluster
+from tests.rerender.files import conformance_lines, write_lines
+from worker.cli import main
+from worker.transport import topology
+from worker.transport.broker_failures import broker_address
+from worker.transport.client import PromptClient
+from worker.transport.topology import Topology
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(900)]
+
+CALLS = 3000
+# The worker is stopped once this many calls are answered, and the node killed while it
+# is: mid-run, with calls and jobs surely in flight.
+KILL_AFTER = 100
+DEADLINE = 300.0
+
+
+@pytest.fixture
+def cluster() -> Iterator[ExtraCluster]:
+    # Requested before `start_worker`, so it is torn down after the worker has stopped.
+    with ExtraCluster("producers") as running:
+        yield running
+
+
+@pytest.fixture
+def topo() -> Iterator[Topology]:
+    """Unique names on the cluster; its nodes' state is discarded with it."""
+    prefix = f"test-producers-{uuid.uuid4().hex[:10]}"
+    yield Topology(
+        request_queue=f"{prefix}.build-prompt",
+        reply_queue=f"{prefix}.replies",
+        dead_letter=f"{prefix}.dead",
+    )
+
+
+def rerender_run(tmp_path: Path, broker: str, request_queue: str) -> "subprocess.Popen[bytes]":
+    """`rerender --broker` over 40 copies of the conformance cases, in a subprocess."""
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines() * 40)
+    local = tmp_path / "local.jsonl"
+    config = str(CONFORMANCE / "worker.yaml")
+    assert main(["rerender", str(source), "--out", str(local), "--config", config]) == 0
+    argv = ["rerender", str(source), "--out", str(tmp_path / "broker.jsonl"), "--progress", "off"]
+    options = ["--report", str(tmp_path / "report.json"), f"--broker={broker}"]
+    options += ["--request-queue", request_queue, "--window", "64", "--timeout", "120"]
+    return subprocess.Popen(
+        [sys.executable, "-m", "worker", *argv, *options],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def written(tmp_path: Path) -> int:
+    out = tmp_path / "broker.jsonl"
+    return out.read_bytes().count(b"\n") if out.exists() else 0
+
+
+async def test_a_client_and_a_rerender_run_lose_their_node_and_finish(
+    cluster: ExtraCluster, start_worker: StartWorker, topo: Topology, tmp_path: Path
+) -> None:
+    victim, survivor, third = cluster.urls
+    setup = await aio_pika.connect(survivor)
+    async with setup:
+        await topology.declare(await setup.channel(), topo)
+    worker = start_worker(amqp_url=f"{survivor},{third}")
+    await worker.wait_ready()
+    # Every node, the victim first: the producers start on it.
+    producers_url = f"{victim}?reconnect_interval=0.2,{survivor},{third}"
+
+    run = rerender_run(tmp_path, producers_url, topo.request_queue)
+    async with PromptClient(producers_url, request_queue=topo.request_queue) as client:
+        assert client.broker == broker_address(victim)
+        ids = [f"producers-{i}" for i in range(CALLS)]
+        calls = [asyncio.ensure_future(client.build(a_job(i), timeout=DEADLINE)) for i in ids]
+
+        async def mid_run() -> bool:
+            return sum(c.done() for c in calls) >= KILL_AFTER and written(tmp_path) > 0
+
+        await wait_for(mid_run, 120, f"{KILL_AFTER} replies and the run's first records")
+        worker.signal(signal.SIGSTOP)
+        try:
+            assert run.poll() is None, "the run ended before its node was killed"
+            assert sum(c.done() for c in calls) < CALLS, "every call answered before the kill"
+            cluster.nodes[0].kill()
+
+            async def moved() -> bool:
+                return client.broker in (broker_address(survivor), broker_address(third))
+
+            await wait_for(moved, 60, "the client to reconnect through another node")
+        finally:
+            worker.signal(signal.SIGCONT)
+
+        replies = await asyncio.gather(*calls)
+        assert sorted(r["job_id"] for r in replies) == sorted(ids)
+        assert {r["status"] for r in replies} == {"ok"}
+        # The calls out when the node went were published again through another node.
+        assert client.resent > 0
+
+    deadline = time.monotonic() + DEADLINE
+    while run.poll() is None:
+        assert time.monotonic() < deadline, "the rerender run did not finish"
+        await asyncio.sleep(0.2)
+    _, err = run.communicate()
+    assert run.returncode == 0, err
+    expected = (tmp_path / "local.jsonl").read_bytes()
+    assert (tmp_path / "broker.jsonl").read_bytes() == expected
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["broker"]["timeouts"] == 0
+    assert report["broker"]["reconnects"] >= 1

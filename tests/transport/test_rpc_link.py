@@ -1,0 +1,43 @@
+"""The producers' link, without a broker: its pauses, and what it does with addresses
+that do not answer (closed ports refuse at once)."""
+
+import socket
+
+import pytest
+
+from worker.transport.broker_failures import ConnectFailed
+from worker.transport.retry import backoff
+from worker.transport.rpc import FIRST_PAUSE, MAX_PAUSE, RpcLink, first_pause, jittered
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_the_first_pause_is_the_urls_reconnect_interval() -> None:
+    assert first_pause("amqp://u:p@n1/?reconnect_interval=0.2") == 0.2
+    assert first_pause("amqp://u:p@n1/") == FIRST_PAUSE
+    assert first_pause("amqp://u:p@n1/?reconnect_interval=soon") == FIRST_PAUSE
+
+
+@pytest.mark.parametrize("attempt", [0, 1, 3, 10, 40])
+def test_pauses_grow_up_to_the_cap_jittered_down_to_half(attempt: int) -> None:
+    full = min(MAX_PAUSE, 0.2 * 2**attempt)
+    assert backoff(attempt, 0.2, MAX_PAUSE) == full
+    pauses = {jittered(attempt, 0.2) for _ in range(200)}
+    assert all(full / 2 <= pause <= full for pause in pauses)
+    assert len(pauses) > 1  # not in step with every other producer
+
+
+async def test_opening_names_every_address_that_did_not_answer() -> None:
+    ports = [closed_port(), closed_port()]
+    url = ",".join(f"amqp://guest:guest@127.0.0.1:{port}/" for port in ports)
+    link = RpcLink(url, "requests", "replies", lambda *_: None)
+    with pytest.raises(ConnectFailed) as raised:
+        await link.open()
+    assert raised.value.tried == [f"127.0.0.1:{port}" for port in ports]
+    assert not link.connected and link.broker is None
+    await link.close()
