@@ -12,7 +12,9 @@ and OpenTelemetry's Go SDK) sets a traceparent the worker continues too.
 
 import asyncio
 import json
+import os
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -288,3 +290,60 @@ async def wait_for_message(
             return message
         await asyncio.sleep(0.25)
     raise AssertionError("no job published")
+
+
+async def test_rerender_broker_puts_its_own_span_in_front_of_the_workers(
+    phoenix: Phoenix, start_worker: StartWorker, topo: Topology, tmp_path: Path
+) -> None:
+    project = f"producers-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, **tracing_env(phoenix, project)}
+    worker = start_worker(env=tracing_env(phoenix, project))
+    await worker.wait_ready()
+    source, out = tmp_path / "jobs.jsonl", tmp_path / "out.jsonl"
+    source.write_bytes(JOB.read_bytes().replace(b"\n", b"") + b"\n")
+    rerender = await asyncio.to_thread(
+        subprocess.run,
+        [
+            sys.executable,
+            "-m",
+            "worker",
+            "rerender",
+            str(source),
+            "--out",
+            str(out),
+            "--progress",
+            "off",
+            f"--broker={AMQP_URL}",
+            "--request-queue",
+            topo.request_queue,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert rerender.returncode == 0, rerender.stderr
+    send_name, process_name = f"send {topo.request_queue}", f"process {topo.request_queue}"
+
+    async def trace_of(name: str) -> dict[str, dict[str, Any]]:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            url = f"{phoenix.endpoint}/v1/projects/{project}/spans"
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(url, params={"limit": "1000"}) as response,
+            ):
+                found = (await response.json())["data"] if response.status == 200 else []
+            sends = [span for span in found if span["name"] == name]
+            if sends:
+                trace_id = sends[0]["context"]["trace_id"]
+                spans = await phoenix.wait_for(project, trace_id, {name, process_name})
+                if process_name in spans:
+                    return spans
+            await asyncio.sleep(0.5)
+        raise AssertionError(f"no trace with {name!r} and {process_name!r}")
+
+    spans = await trace_of(send_name)
+    assert spans[send_name]["parent_id"] is None
+    assert spans[process_name]["parent_id"] == spans[send_name]["context"]["span_id"]

@@ -434,3 +434,29 @@ def test_the_renderer_times_its_phases_with_and_without_a_budget() -> None:
     assert [name for name, _, _ in budgeted.phases][-1] == "budget"
     for _, started, ended in budgeted.phases:
         assert started <= ended
+
+
+def test_a_producers_send_span_continues_the_context_it_is_given_or_starts_one() -> None:
+    traced, receiver, _ = tracing()
+    rooted = traced.send("build-prompt")
+    rooted.end()
+    child = traced.send("build-prompt", {"traceparent": TRACEPARENT, "tracestate": "v=1"})
+    child.end()
+    traced.shutdown()
+    spans = [
+        span
+        for request in receiver.requests
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    ]
+    by_parent = {span.parent_span_id.hex(): span for span in spans}
+    assert set(by_parent) == {"", PRODUCER_SPAN}
+    assert by_parent[""].kind == Span.SPAN_KIND_PRODUCER
+    assert by_parent[""].name == "send build-prompt"
+    assert by_parent[PRODUCER_SPAN].trace_id.hex() == PRODUCER_TRACE
+    assert child.headers == {
+        "traceparent": f"00-{PRODUCER_TRACE}-{by_parent[PRODUCER_SPAN].span_id.hex()}-01",
+        "tracestate": "v=1",
+    }
+    assert rooted.headers["traceparent"].split("-")[1] == by_parent[""].trace_id.hex()

@@ -109,6 +109,15 @@ def run(args: argparse.Namespace) -> int:
             print(header.pop(), flush=True)
         print(line, flush=True)
 
+    from worker.errors import ConfigError
+    from worker.ops.tracing import start_tracing
+
+    try:
+        # Each replay is a span of its job's trace when OTEL_* turns tracing on.
+        tracing = start_tracing(os.environ)
+    except ConfigError as exc:
+        print(f"prompt-worker replay-dead: tracing: {exc}", file=sys.stderr)
+        return 2
     silence_broker_libraries()
     try:
         result = asyncio.run(
@@ -121,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
                 kind=args.filter_kind,
                 on_letter=show,
                 tls=config.tls,
+                tracing=tracing,
             )
         )
     except ReplayError as exc:
@@ -133,6 +143,9 @@ def run(args: argparse.Namespace) -> int:
         message = connect_failure(where, exc, fix_in=fix_in)
         print(f"prompt-worker replay-dead: {message}", file=sys.stderr)
         return 2
+    finally:
+        if tracing is not None:
+            tracing.shutdown()  # exports the replays' spans
 
     what = "listed (dry run)" if args.dry_run else "replayed"
     count = result.matched if args.dry_run else result.replayed

@@ -539,6 +539,24 @@ class JobTracing:
             self.log_ignored(traceparent[:80])
         return parent
 
+    def send(self, routing_key: str, headers: Mapping[str, Any] | None = None) -> "SendSpan":
+        """A producer's span for publishing a job to `routing_key`: the child of the
+        context in `headers` (a dead letter's, say), else a new trace's root."""
+        parent = self.parent(headers)
+        trace_id = parent.trace_id if parent is not None else self.random.getrandbits(128)
+        sampled = self.sampler.sampled(parent, trace_id)
+        record = SpanRecord(
+            trace_id,
+            self.random.getrandbits(64) or 1,
+            parent.span_id if parent is not None else 0,
+            f"send {routing_key}",
+            PRODUCER,
+            time.time_ns(),
+            attributes=send_attributes(routing_key) if sampled else None,
+            tracestate=parent.tracestate if parent is not None else "",
+        )
+        return SendSpan(record, sampled, record.tracestate, self.queue)
+
     def process(
         self,
         headers: Mapping[str, Any] | None,
@@ -607,6 +625,16 @@ class Rendered(Protocol):
     def tokens_left_out(self) -> int: ...
     @property
     def phases(self) -> Sequence[Phase]: ...
+
+
+def send_attributes(routing_key: str) -> dict[str, Any]:
+    return {
+        "messaging.system": SYSTEM,
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "publish",
+        "messaging.destination.name": "",  # the default exchange
+        "messaging.rabbitmq.destination.routing_key": routing_key,
+    }
 
 
 def outcome_attributes(
@@ -701,13 +729,7 @@ class ProcessSpan:
         """Start the reply's send span; its context goes into the reply's headers."""
         span = self.child(f"send {routing_key}", PRODUCER, time.time_ns())
         if self.sampled:
-            span.attributes = {
-                "messaging.system": SYSTEM,
-                "messaging.operation.type": "send",
-                "messaging.operation.name": "publish",
-                "messaging.destination.name": "",
-                "messaging.rabbitmq.destination.routing_key": routing_key,
-            }
+            span.attributes = send_attributes(routing_key)
         return SendSpan(span, self.sampled, self.record.tracestate)
 
     def end(self) -> None:
@@ -718,12 +740,21 @@ class ProcessSpan:
 
 
 class SendSpan:
-    """The span of publishing a reply, up to the broker's confirm."""
+    """The span of publishing a message (a reply, or a producer's job), up to the
+    broker's confirm. `queue`: where a span of its own (not a process span's child)
+    goes when it ends."""
 
-    __slots__ = ("headers", "record")
+    __slots__ = ("headers", "queue", "record")
 
-    def __init__(self, record: SpanRecord, sampled: bool, tracestate: str) -> None:
+    def __init__(
+        self,
+        record: SpanRecord,
+        sampled: bool,
+        tracestate: str,
+        queue: ExportQueue | None = None,
+    ) -> None:
         self.record = record
+        self.queue = queue if sampled else None
         # The reply's traceparent: the LLM caller's span becomes this span's child. An
         # unsampled one travels too: its flags tell the caller not to sample either.
         flags = "01" if sampled else "00"
@@ -735,3 +766,5 @@ class SendSpan:
         self.record.end_ns = time.time_ns()
         if error is not None:
             self.record.status = ERROR
+        if self.queue is not None:
+            self.queue.add([self.record])

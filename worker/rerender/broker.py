@@ -30,18 +30,21 @@ record the worker would answer.
 
 import asyncio
 import contextlib
+import os
 import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiormq
 import orjson
 
 from schemas.budget import Budget
 from schemas.codes import ErrorCode
+from worker.errors import ConfigError
 from worker.ops.logs import silence_broker_libraries
+from worker.ops.tracing import start_tracing
 from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES, payload_too_large
 from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder
@@ -53,6 +56,10 @@ from worker.transport.event_loop import loop_factory, run_on
 from worker.transport.rpc import LinkDown, Reconnect, RpcLink
 from worker.transport.settings import AmqpCodecName, EventLoopName
 from worker.transport.tls import TlsFiles, connect_kwargs
+
+if TYPE_CHECKING:
+    # Only with tracing on is OpenTelemetry imported (worker.ops.tracing).
+    from worker.ops.otel import JobTracing
 
 DEFAULT_WINDOW = 256
 DEFAULT_TIMEOUT = 60.0
@@ -134,6 +141,7 @@ class BrokerEngine:
         # Publishes so far, for a message id unique to each (aiormq matches a returned
         # job to its publish by message id).
         self._sends = 0
+        self._tracing: JobTracing | None = None
         addresses = len(url.split(SEPARATOR))
         self._link = RpcLink(
             url,
@@ -173,7 +181,16 @@ class BrokerEngine:
 
     def run(self, source: Input, sink: Sink, stop: threading.Event) -> None:
         self.amqp_codec = codec.use(self.amqp_codec)
-        run_on(self._loop_factory, self._run(source.reader.blocks(), sink, stop))
+        try:
+            # Each job's publish is a span when OTEL_* turns tracing on (TRACING.md).
+            self._tracing = start_tracing(os.environ)
+        except ConfigError as exc:
+            raise EngineError(f"tracing: {exc}") from None
+        try:
+            run_on(self._loop_factory, self._run(source.reader.blocks(), sink, stop))
+        finally:
+            if self._tracing is not None:
+                self._tracing.shutdown()
         if self._failure is not None:
             raise EngineError(self._failure)
 
@@ -329,6 +346,7 @@ class BrokerEngine:
         correlation_id = f"{self._token}.{seq}"
         self._sends += 1
         loop = asyncio.get_running_loop()
+        sent = None if self._tracing is None else self._tracing.send(self.request_queue)
         try:
             # Returns once the broker has the job; a nack or an unroutable job raises.
             await self._link.publish(
@@ -336,15 +354,22 @@ class BrokerEngine:
                 correlation_id,
                 message_id=f"{correlation_id}.{self._sends}",
                 timeout=self.timeout,
+                headers=None if sent is None else sent.headers,
             )
-        except LinkDown:
+        except LinkDown as exc:
+            if sent is not None:
+                sent.end(exc)
             return  # no deadline: the link's return publishes it again
         except Exception as exc:  # nack, unroutable, timeout: this attempt is lost
+            if sent is not None:
+                sent.end(exc)
             if not self._link.connected:
                 return  # lost with the connection: the link's return publishes it again
             pending.last_failure = f"publish failed: {exc or type(exc).__name__}"
             pending.deadline = loop.time()
             return
+        if sent is not None:
+            sent.end()
         self.published += 1
         pending.deadline = loop.time() + self.timeout
 

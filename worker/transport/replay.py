@@ -20,7 +20,7 @@ being followed by a reconnect: run it again.
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
@@ -31,6 +31,10 @@ from schemas.job import KIND_ALIASES
 from worker.transport.addresses import SEPARATOR, first_address
 from worker.transport.rpc import connect_any
 from worker.transport.tls import TlsFiles, connect_kwargs
+
+if TYPE_CHECKING:
+    # Only with tracing on is OpenTelemetry imported (worker.ops.tracing).
+    from worker.ops.otel import JobTracing
 
 # Headers RabbitMQ writes when it dead-letters a message. They describe the past death;
 # a replayed job that dies again gets fresh ones from the broker.
@@ -165,11 +169,13 @@ async def replay_dead(
     kind: str | None = None,
     on_letter: Callable[[Action, DeadLetter], None] | None = None,
     tls: TlsFiles | None = None,
+    tracing: "JobTracing | None" = None,
 ) -> ReplayResult:
     """List (dry run) or replay up to `limit` dead letters, optionally of one `kind`.
 
     Only the messages present when the run starts are examined: a replayed job that is
-    dead-lettered again during the run is not picked up a second time.
+    dead-lettered again during the run is not picked up a second time. With `tracing`,
+    each replay is a send span continuing the job's own trace (its traceparent).
     """
     result = ReplayResult()
     wanted = canonical_kind(kind)
@@ -204,18 +210,27 @@ async def replay_dead(
                     held, action = tag, "listed"
                 else:
                     result.matched += 1
+                    replayed = replay_properties(properties, letter)
+                    sent = None
+                    if tracing is not None:
+                        sent = tracing.send(request_queue, replayed.headers)
+                        replayed.headers = {**(replayed.headers or {}), **sent.headers}
                     try:
                         await channel.basic_publish(
                             dead.body,
                             routing_key=request_queue,
-                            properties=replay_properties(properties, letter),
+                            properties=replayed,
                             mandatory=True,
                         )
                     except (PublishError, DeliveryError) as exc:
+                        if sent is not None:
+                            sent.end(exc)
                         # Not confirmed: the dead copy stays, handed back below.
                         held = tag
                         result.error = f"job {letter.job_id!r} not replayed: {exc!r}"
                         break
+                    if sent is not None:
+                        sent.end()
                     await channel.basic_ack(tag)
                     result.replayed += 1
                     action = "replayed"
