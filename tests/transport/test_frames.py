@@ -183,9 +183,21 @@ def test_the_reply_and_the_delivery_of_a_job_take_the_fast_path(
         correlation_id="7",
         headers={"x-delivery-count": 1},
     )
+    # With tracing on, a reply carries its trace context in headers of text values.
+    traced_reply = Basic.Properties(
+        content_type="application/json",
+        delivery_mode=2,
+        correlation_id="c",
+        message_id="m",
+        headers={
+            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "tracestate": "vendor=é",
+        },
+    )
     outgoing: list[Any] = [
         Basic.Publish(exchange="", routing_key="prompt.replies", mandatory=True),
         ContentHeader(0, 10, reply),
+        ContentHeader(0, 10, traced_reply),
         ContentBody(b"0123456789"),
         Basic.Ack(41, True),
         Basic.Reject(42, False),

@@ -91,11 +91,26 @@ def _properties(properties: Any) -> bytes:
             parts.append(_shortstr(value))
         elif kind == "octet" and type(value) is int and 0 <= value <= 255:
             parts.append(bytes((value,)))
+        elif kind == "table" and type(value) is dict:
+            parts.append(_text_table(value))
         else:
-            raise _Unsupported  # a table or a timestamp (headers are rare on replies)
+            raise _Unsupported  # a timestamp (rare on replies)
         flags |= flag
     parts[0] = flags.to_bytes(2, "big")
     return b"".join(parts)
+
+
+def _text_table(table: dict[Any, Any]) -> bytes:
+    """A field table of text values only, as pamqp writes it (a reply's trace context:
+    `traceparent`, `tracestate`); any other value is pamqp's to write."""
+    entries = []
+    for key, value in table.items():
+        if type(value) is not str:
+            raise _Unsupported
+        data = value.encode()
+        entries.append(b"".join((_shortstr(key), b"S", len(data).to_bytes(4, "big"), data)))
+    body = b"".join(entries)
+    return len(body).to_bytes(4, "big") + body
 
 
 def _method_payload(value: Any) -> bytes:
