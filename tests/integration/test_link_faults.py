@@ -1,10 +1,8 @@
 """Broker faults not covered elsewhere, through a real worker and RabbitMQ (issue 33):
-a disk alarm, and a job held past the broker's `consumer_timeout` while its reply is
-refused. (A half-open connection and a declare refused at start-up:
-test_link_detection.py.)
-
-Both run on nodes of their own (tests/rabbit_nodes.py, run under
-`flock /tmp/extra-nodes.lock`), never on the shared broker.
+a disk alarm, on a node of its own (tests/rabbit_nodes.py, run under
+`flock /tmp/extra-nodes.lock`), never on the shared broker. (A half-open connection, a
+declare refused at start-up and a consumer timeout while replies are refused:
+test_link_faults_pending.py.)
 
 Bounds such as "within twice the heartbeat" are timeouts (a hang fails the test); the
 measured times are printed for docs/OPERATIONS.md ("Clusters").
@@ -12,7 +10,6 @@ measured times are printed for docs/OPERATIONS.md ("Clusters").
 
 import asyncio
 import json
-import re
 import time
 from typing import Any
 
@@ -30,13 +27,11 @@ from tests.integration.helpers import (
     wait_for,
 )
 from tests.rabbit_nodes import ExtraNode
-from worker.transport.client import PromptClient
 from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
 
 DISK_PORT = 5706
-TIMEOUT_PORT = 5707
 
 
 def named(worker: WorkerProcess, event: str) -> list[dict[str, Any]]:
@@ -136,55 +131,3 @@ async def park(channel: AbstractChannel, topo: Topology, ids: list[str]) -> Abst
             aio_pika.Message(orjson.dumps(a_job(job_id))), routing_key=side.name
         )
     return side
-
-
-# --- (e) consumer timeout while a reply is refused ------------------------------------
-
-CONSUMER_TIMEOUT_MS = 5000
-REFUSED_FOR = 3 * CONSUMER_TIMEOUT_MS / 1000
-
-
-@pytest.mark.slow
-async def test_a_job_held_past_the_consumer_timeout_while_its_reply_is_refused_is_not_lost(
-    start_worker: StartWorker, topo: Topology
-) -> None:
-    node = ExtraNode("ctimeout", TIMEOUT_PORT, conf=f"consumer_timeout = {CONSUMER_TIMEOUT_MS}")
-    node.fresh = True
-    # The broker checks consumer timeouts on its channel tick (every minute by default).
-    node.state_dir.mkdir(parents=True, exist_ok=True)
-    (node.state_dir / "advanced.config").write_text(
-        "[{rabbit, [{channel_tick_interval, 1000}]}].\n"
-    )
-    with node:
-        worker = start_worker(amqp_url=node.url + "?reconnect_interval=0.2")
-        await worker.wait_ready()
-        connection = await aio_pika.connect(node.url)
-        try:
-            channel: AbstractChannel = await connection.channel()
-            async with PromptClient(node.url, request_queue=topo.request_queue) as client:
-                assert (await client.build(a_job("warm-up"), timeout=60))["status"] == "ok"
-            # The reply queue refuses every reply (full, reject-publish) for a while.
-            await asyncio.to_thread(
-                node.ctl,
-                "set_policy",
-                "full-replies",
-                f"^{re.escape(topo.reply_queue)}$",
-                '{"max-length": 0, "overflow": "reject-publish"}',
-                "--apply-to",
-                "queues",
-            )
-            ids = [f"held-{i}" for i in range(5)]
-            await publish(channel, topo.request_queue, ids)
-            await asyncio.sleep(REFUSED_FOR)
-            await asyncio.to_thread(node.ctl, "clear_policy", "full-replies")
-            replies = await drain(channel, topo.reply_queue, len(ids), within=180)
-            assert answered_ids(replies) == set(ids)
-            assert all(orjson.loads(r.body)["status"] == "ok" for r in replies)
-            assert await queue_depth(channel, topo.dead_letter_queue) == 0
-            assert worker.process.poll() is None
-            timed_out = "consumer_cancelled_by_broker" in worker.logs() or any(
-                e.get("event") == "broker_link_down" for e in worker.log_events()
-            )
-            print(f"\nconsumer timeout: the broker took the jobs back: {timed_out}")
-        finally:
-            await connection.close()
