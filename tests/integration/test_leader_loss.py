@@ -3,8 +3,8 @@ killed (`kill -9`) under load, together and apart, several times in one run; eve
 is answered, none is dead-lettered, and replies flow again within 30 s of each kill.
 
 The cluster is `scripts/rabbit-cluster` (RabbitMQ 3.10, or 4.0 under
-RABBIT_NODE_VERSION=4.0), on 5681-5683. Each round publishes a burst larger than the
-worker's prefetch window (64), waits until the worker is working through it, kills the
+RABBIT_NODE_VERSION=4.0), nodes leaders1-3 on 5711-5713. Each round publishes a burst
+larger than the worker's prefetch window (64), waits until the worker is working through it, kills the
 node that leads the round's queue(s), measures how long until replies flow again,
 waits for every job of the burst, and starts the killed node again (it rejoins with its
 state). The producer and the reply collector rotate to another node when theirs goes.
@@ -57,7 +57,8 @@ BURST_ANSWERED_WITHIN = 300.0
 @pytest.fixture
 def cluster() -> Iterator[ExtraCluster]:
     # Requested before `start_worker`, so it is torn down after the worker has stopped.
-    with ExtraCluster(port=5681) as running:
+    # Names and ports of its own: another test's cluster (5681-5683) may still be up.
+    with ExtraCluster(name="leaders", port=5711) as running:
         yield running
 
 
