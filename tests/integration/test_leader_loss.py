@@ -4,10 +4,10 @@ is answered, none is dead-lettered, and replies flow again within 30 s of each k
 
 The cluster is `scripts/rabbit-cluster` (RabbitMQ 3.10, or 4.0 under
 RABBIT_NODE_VERSION=4.0), nodes leaders1-3 on 5711-5713. Each round publishes a burst
-larger than the worker's prefetch window (64), waits until the worker is working through it, kills the
-node that leads the round's queue(s), measures how long until replies flow again,
-waits for every job of the burst, and starts the killed node again (it rejoins with its
-state). The producer and the reply collector rotate to another node when theirs goes.
+larger than the worker's prefetch window (64), waits until the worker is working
+through it, kills the node that leads the round's queue(s), measures how long until
+replies flow again, waits for every job of the burst, and starts the killed node again
+(it rejoins with its state). The producer and the reply collector rotate to another node when theirs goes.
 
 "Flowing again" is FLOWING replies received after the kill: more than the worker can
 hold in its prefetch window, so they cannot all be replies it had published before the
