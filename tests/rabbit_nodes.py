@@ -7,6 +7,11 @@ which must never be disturbed.
 Nothing about a node is a constant, so two suites on one machine never step on each
 other: its name (and so its state directory and its registration with epmd) carries
 this process's id and a random part, and its ports are found free when it is made.
+
+RABBIT_NODE_VERSION (3.10, the default, or 4.0) says which RabbitMQ the extra nodes
+run: 4.0 is the trixie root of scripts/ensure-rabbitmq4. scripts/test sets it, with
+PROMPT_WORKER_TEST_AMQP_URL and PROMPT_WORKER_TEST_BROKER_NODE, for its run of the
+integration suites against RabbitMQ 4.0.
 """
 
 from __future__ import annotations
@@ -24,10 +29,18 @@ from types import TracebackType
 from tests.unavailable import missing
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "rabbit-node"
+NODE_VERSION = os.environ.get("RABBIT_NODE_VERSION", "3.10")
+ROOT4 = Path(os.environ.get("RABBIT4_ROOT", "/var/lib/prompt-worker/trixie-rabbitmq"))
 
 
 def node_tools_missing() -> str | None:
     """Why extra nodes cannot run here, or None when they can."""
+    if NODE_VERSION == "4.0":
+        if not (ROOT4 / ".prompt-worker-complete").exists():
+            return f"no RabbitMQ 4.0 root at {ROOT4} (scripts/ensure-rabbitmq4 builds it)"
+        if os.geteuid() != 0:
+            return "RabbitMQ 4.0 nodes run in a chroot: run the tests as root"
+        return None
     if not Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists():
         return "RabbitMQ's server scripts are not installed (scripts/ensure-rabbitmq)"
     if os.geteuid() != 0 and shutil.which("runuser") is None:
@@ -142,6 +155,10 @@ class ExtraNode:
 
     def ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self._run("ctl", self.name, *args, check=check)
+
+    def queues(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """rabbitmq-queues against this node."""
+        return self._run("queues", self.name, *args)
 
     def stop_app(self) -> None:
         self.ctl("stop_app")

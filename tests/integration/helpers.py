@@ -29,6 +29,8 @@ from tests.unavailable import broker_reachable as broker_reachable
 from tests.unavailable import tool
 from worker.transport.topology import Topology
 
+# The port of the broker the tests use (the system's 5672, or the 4.0 node's).
+BROKER_PORT = URL(AMQP_URL).port or 5672
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
 CONFORMANCE_CONFIG = TESTS / "conformance" / "worker.yaml"
@@ -265,11 +267,22 @@ async def queue_depth(channel: AbstractChannel, name: str) -> int:
     return count
 
 
+# The scripts/rabbit-node node behind AMQP_URL when it is not the system broker (the
+# RabbitMQ 4.0 node of scripts/ensure-rabbitmq4): rabbitmqctl must be that node's own.
+BROKER_NODE = os.environ.get("PROMPT_WORKER_TEST_BROKER_NODE", "")
+
+
 def rabbitmqctl(*args: str) -> str:
-    """The output of a read-only or own-connection `rabbitmqctl` command."""
-    command = tool("rabbitmqctl", "scripts/ensure-rabbitmq installs RabbitMQ, rabbitmqctl with it")
+    """The output of a read-only or own-connection `rabbitmqctl` command, asked of the
+    broker the tests use."""
+    if BROKER_NODE:
+        command = [str(REPO / "scripts" / "rabbit-node"), "ctl", BROKER_NODE]
+    else:
+        command = [
+            tool("rabbitmqctl", "scripts/ensure-rabbitmq installs RabbitMQ, rabbitmqctl with it")
+        ]
     return subprocess.run(
-        [command, *args], capture_output=True, text=True, check=True, timeout=60
+        [*command, *args], capture_output=True, text=True, check=True, timeout=60
     ).stdout
 
 
@@ -359,7 +372,7 @@ class TcpProxy:
     """A TCP forwarder to the broker that a test can cut and restore: a broker outage
     (or a broker that is not up yet) for one worker, without touching the shared broker."""
 
-    def __init__(self, target_port: int = 5672, port: int | None = None) -> None:
+    def __init__(self, target_port: int = BROKER_PORT, port: int | None = None) -> None:
         self.target_port = target_port
         self.port = port or free_port()
         self._server: asyncio.Server | None = None

@@ -35,6 +35,7 @@ from pamqp.frame import marshal
 
 from tests.integration.helpers import (
     AMQP_URL,
+    BROKER_PORT,
     StartWorker,
     TcpProxy,
     a_job,
@@ -62,7 +63,7 @@ class HangUpAtDeclare(TcpProxy):
     CONNECTION_FORCED) or fails a queue while starting (541 INTERNAL_ERROR); every
     later connection is forwarded untouched."""
 
-    def __init__(self, code: int, text: str, target_port: int = 5672) -> None:
+    def __init__(self, code: int, text: str, target_port: int = BROKER_PORT) -> None:
         super().__init__(target_port)
         self.code, self.text = code, text
         self.hung_up = 0

@@ -21,12 +21,14 @@ import pytest
 
 from tests.integration.helpers import (
     AMQP_URL,
+    BROKER_PORT,
     REPO,
     StartWorker,
     WorkerProcess,
     a_job,
     children,
     needs_broker,
+    rabbitmqctl,
     wait_for,
 )
 from tests.rerender.files import conformance_lines, write_lines
@@ -37,12 +39,6 @@ from worker.transport.topology import Topology
 CANARY = f"canary-{uuid.uuid4().hex}"
 # Nothing listens here (a port of this test's range, which no node of the suite uses).
 DEAD_PORT = 5699
-
-
-def rabbitmqctl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["rabbitmqctl", *args], capture_output=True, text=True, check=True, timeout=60
-    )
 
 
 @pytest.fixture
@@ -61,7 +57,7 @@ def canary_user(topo: Topology) -> Iterator[str]:
         rabbitmqctl("delete_user", name)
 
 
-def url_with(user: str, port: int = 5672) -> str:
+def url_with(user: str, port: int = BROKER_PORT) -> str:
     return f"amqp://{user}:{CANARY}@127.0.0.1:{port}/"
 
 
