@@ -22,6 +22,7 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractQueue
 
+from tests.faulty_serve import FAULTY_SERVE, SLOW_RENDER
 from tests.integration.helpers import (
     AMQP_URL,
     StartWorker,
@@ -31,7 +32,7 @@ from tests.integration.helpers import (
     unique_topology,
     wait_for,
 )
-from worker.transport import faults, topology
+from worker.transport import topology
 from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
@@ -145,11 +146,10 @@ async def test_a_job_that_kills_its_worker_every_time_is_stopped_by_the_delivery
     dead-letters it instead of killing workers for ever."""
     version = await broker_version()
     assert version < (4, 3), "from 4.3 a connection's loss no longer counts: see above"
-    body = orjson.dumps(a_job("killer", alert_data=faults.SLOW_RENDER.decode()))
+    body = orjson.dumps(a_job("killer", alert_data=SLOW_RENDER.decode()))
     args = ("--delivery-limit", str(KILLER_LIMIT), "--render-timeout", "3600")
-    env = {faults.ENV: "1"}
     # Declared (by a worker stopped at once) before the job is published.
-    first = start_worker(*args, env=env)
+    first = start_worker(*args, entry=FAULTY_SERVE)
     await first.wait_ready()
     first.kill()
     await channel.default_exchange.publish(aio_pika.Message(body), routing_key=topo.request_queue)
@@ -158,7 +158,7 @@ async def test_a_job_that_kills_its_worker_every_time_is_stopped_by_the_delivery
     for _ in range(KILLER_LIMIT + 3):
         if await queue_depth(channel, topo.dead_letter_queue) == 1:
             break
-        worker = start_worker(*args, env=env)
+        worker = start_worker(*args, entry=FAULTY_SERVE)
         await worker.wait_ready()
 
         async def taken() -> bool:

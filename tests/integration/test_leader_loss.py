@@ -3,7 +3,7 @@ killed (`kill -9`) under load, together and apart, several times in one run; eve
 is answered, none is dead-lettered, and replies flow again within 30 s of each kill.
 
 The cluster is `scripts/rabbit-cluster` (RabbitMQ 3.10, or 4.0 under
-RABBIT_NODE_VERSION=4.0), nodes leaders1-3 on 5711-5713. Each round publishes a burst
+RABBIT_NODE_VERSION=4.0), nodes and ports of the run's own. Each round publishes a burst
 larger than the worker's prefetch window (64), waits until the worker is working
 through it, kills the node that leads the round's queue(s), measures how long until
 replies flow again, waits for every job of the burst, and starts the killed node again
@@ -61,7 +61,7 @@ BURST_ANSWERED_WITHIN = 300.0
 def cluster() -> Iterator[ExtraCluster]:
     # Requested before `start_worker`, so it is torn down after the worker has stopped.
     # Names and ports of its own: another test's cluster (5681-5683) may still be up.
-    with ExtraCluster(name="leaders", port=5711) as running:
+    with ExtraCluster("leaders") as running:
         yield running
 
 

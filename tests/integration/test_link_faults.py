@@ -31,8 +31,6 @@ from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
 
-DISK_PORT = 5706
-
 
 def named(worker: WorkerProcess, event: str) -> list[dict[str, Any]]:
     return [e for e in worker.log_events() if e.get("event") == event]
@@ -66,7 +64,7 @@ async def readyz(worker: WorkerProcess) -> tuple[int, dict[str, bool]]:
 async def test_a_disk_alarm_makes_the_worker_unready_holds_deliveries_and_loses_nothing(
     start_worker: StartWorker, topo: Topology
 ) -> None:
-    with ExtraNode("diskalarm", DISK_PORT, fresh=True) as node:
+    with ExtraNode("diskalarm", fresh=True) as node:
         worker = start_worker(amqp_url=node.url + "?reconnect_interval=0.2")
         await worker.wait_ready()
         connection = await aio_pika.connect(node.url)

@@ -53,7 +53,6 @@ from worker.transport.topology import Topology
 pytestmark = pytest.mark.broker
 
 HEARTBEAT = 4  # seconds, asked for in the worker's URL
-TIMEOUT_PORT = 5707
 JOBS = 300
 
 
@@ -183,7 +182,7 @@ REFUSED_FOR = 3 * CONSUMER_TIMEOUT_MS / 1000
 async def test_a_job_held_past_the_consumer_timeout_while_its_reply_is_refused_is_not_lost(
     start_worker: StartWorker, topo: Topology
 ) -> None:
-    node = ExtraNode("ctimeout", TIMEOUT_PORT, conf=f"consumer_timeout = {CONSUMER_TIMEOUT_MS}")
+    node = ExtraNode("ctimeout", conf=f"consumer_timeout = {CONSUMER_TIMEOUT_MS}")
     node.fresh = True
     # The broker checks consumer timeouts on its channel tick (every minute by default).
     node.state_dir.mkdir(parents=True, exist_ok=True)
