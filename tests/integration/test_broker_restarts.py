@@ -8,7 +8,7 @@ of jobs, through a real `prompt-worker serve`, in three ways: the broker applica
 node's VM killed with SIGKILL, then started). The queues are durable quorum queues, so
 the jobs outlive the node. A producer with publisher confirms publishes every job,
 publishing again those the broker did not confirm, and the test checks that every job
-id has a reply; how many came twice is printed for docs/OPERATIONS.md.
+id has a reply; how many came twice is printed for docs/BROKERS.md.
 
 A broker that closes the connection while the worker is still declaring its topology
 at start-up is tested against the shared broker, through a proxy that answers the
@@ -162,7 +162,7 @@ async def next_message(queue: Any, within: float = 60) -> AbstractIncomingMessag
 JOBS = 20_000
 # The restart comes once this many jobs are answered: well into the run, far from its end,
 # and seconds after the queues were declared (a node killed sooner once left its new quorum
-# queue without a leader for minutes: docs/OPERATIONS.md, "Broker restarts").
+# queue without a leader for minutes: docs/BROKERS.md, "Broker restarts: at least once, never lost").
 RESTART_AFTER = 3000
 # Publishes awaiting their confirm at once.
 PUBLISHING = 200
@@ -339,7 +339,7 @@ async def restart_under_load(
             channel = await connection.channel()
             assert await queue_depth(channel, topo.request_queue) == 0
             assert await queue_depth(channel, topo.dead_letter_queue) == 0
-        # The figures docs/OPERATIONS.md quotes ("Broker restarts"), shown with -s.
+        # The figures docs/BROKERS.md quotes ("Broker restarts: at least once, never lost"), shown with -s.
         print(
             f"\n{label}: {JOBS} jobs, {at_stop} answered when the broker was down; "
             f"{replies.answered} answered, {replies.duplicates} answered twice by the worker; "

@@ -6,7 +6,7 @@ ports of the run), started for the test and stopped after it. The queues are quo
 (the worker's topology), declared through a node that survives: their leaders stay up,
 as in production, where a quorum queue's leader moves to a surviving member. (Were the
 killed node the leader of the reply queue, RabbitMQ 3.10 refuses the reconnected
-worker's replies for minutes while the queue recovers: docs/OPERATIONS.md, "Clusters".)
+worker's replies for minutes while the queue recovers: docs/BROKERS.md.)
 
 The producer publishes with publisher confirms and, should its own node fail, publishes
 what was not confirmed again through another node. Delivery is at least once: a job

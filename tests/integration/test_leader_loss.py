@@ -12,7 +12,7 @@ replies flow again, waits for every job of the burst, and starts the killed node
 "Flowing again" is FLOWING replies received after the kill: more than the worker can
 hold in its prefetch window, so they cannot all be replies it had published before the
 kill. The 30 s bound is a timeout (a hang), not a benchmark; the measured times are
-printed for docs/OPERATIONS.md ("Clusters").
+printed for docs/BROKERS.md.
 
 Delivery is at least once: duplicates are counted and printed, not forbidden.
 
@@ -60,7 +60,6 @@ BURST_ANSWERED_WITHIN = 300.0
 @pytest.fixture
 def cluster() -> Iterator[ExtraCluster]:
     # Requested before `start_worker`, so it is torn down after the worker has stopped.
-    # Names and ports of its own: another test's cluster (5681-5683) may still be up.
     with ExtraCluster("leaders") as running:
         yield running
 

@@ -1,11 +1,9 @@
 """Broker faults not covered elsewhere, through a real worker and RabbitMQ (issue 33):
-a disk alarm, on a node of its own (tests/rabbit_nodes.py, run under
-`flock /tmp/extra-nodes.lock`), never on the shared broker. (A half-open connection, a
-declare refused at start-up and a consumer timeout while replies are refused:
-test_link_faults_pending.py.)
+a disk alarm, on a node of its own (tests/rabbit_nodes.py), never on the shared broker.
+(A half-open connection and a declare refused at start-up: test_link_detection.py.)
 
-Bounds such as "within twice the heartbeat" are timeouts (a hang fails the test); the
-measured times are printed for docs/OPERATIONS.md ("Clusters").
+Bounds are timeouts (a hang fails the test); the measured times are printed for
+docs/BROKERS.md.
 """
 
 import asyncio

@@ -25,7 +25,12 @@ from worker.transport.broker_failures import describe
 from worker.transport.connection import AccessRefused
 from worker.transport.delivery import DeliveryPath
 from worker.transport.flow import BrokerFlow
-from worker.transport.link import REFUSED_FOR_GOOD, ConsumerLink, TopologyError
+from worker.transport.link import (
+    REFUSED_FOR_GOOD,
+    ConsumerLink,
+    PermissionRefused,
+    TopologyError,
+)
 from worker.transport.offload import RenderPool
 from worker.transport.readiness import Readiness
 from worker.transport.settings import Settings
@@ -167,7 +172,8 @@ class Worker:
             # The user may log in but not declare or use the worker's queues.
             self.log.error(
                 "broker_permission_refused",
-                error=describe(exc),
+                error=describe(exc.refusal if isinstance(exc, PermissionRefused) else exc),
+                permission=exc.permission if isinstance(exc, PermissionRefused) else None,
                 detail="grant the broker user the permissions of deploy/rabbitmq/users.json",
             )
         elif exc is not None:

@@ -27,7 +27,7 @@ import asyncio
 import struct
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from aiormq.connection import TransportFactory
 from aiormq.exceptions import AMQPConnectionError
@@ -48,11 +48,24 @@ class FrameTap:
     """Follows the frames of one connection's incoming bytes; calls `on_blocked(reason)`
     and `on_unblocked()` for the broker's `connection.blocked` / `unblocked`."""
 
-    __slots__ = ("_on_blocked", "_on_unblocked", "_pending", "_skip", "lost", "started")
+    __slots__ = (
+        "_on_blocked",
+        "_on_unblocked",
+        "_pending",
+        "_skip",
+        "last_read",
+        "lost",
+        "started",
+        "transport",
+    )
 
     def __init__(self, on_blocked: Callable[[str], None], on_unblocked: Callable[[], None]) -> None:
         self._on_blocked = on_blocked
         self._on_unblocked = on_unblocked
+        # When the broker last sent a byte (time.monotonic), and the socket it came on:
+        # a link that stays silent past its heartbeat is cut here (ConsumerLink).
+        self.last_read = time.monotonic()
+        self.transport: asyncio.Transport | None = None
         self._skip = 0  # bytes of the current frame still to come, to pass unread
         self._pending = b""  # the start of a header or of a channel-0 method frame
         # Bytes that are not frames (an AMQP protocol header: the broker refused the
@@ -62,6 +75,7 @@ class FrameTap:
 
     def feed(self, data: bytes) -> None:
         # On every chunk the broker sends: kept to a header read per frame.
+        self.last_read = time.monotonic()
         if self.lost:
             return
         size = len(data)
@@ -114,6 +128,11 @@ class _TappedProtocol(asyncio.StreamReaderProtocol):
     def __init__(self, reader: asyncio.StreamReader, frame_tap: FrameTap) -> None:
         super().__init__(reader)
         self.frame_tap = frame_tap
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream's transport (asyncio's, uvloop's, TLS's): all can `abort()`.
+        self.frame_tap.transport = cast(asyncio.Transport, transport)
+        super().connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
         self.frame_tap.feed(data)
@@ -182,6 +201,11 @@ class BrokerFlow:
 
         tap = self._tap = FrameTap(blocked, unblocked)
         return tap
+
+    @property
+    def current_tap(self) -> FrameTap | None:
+        """The tap of the connection made last."""
+        return self._tap
 
     @property
     def blocked(self) -> bool:

