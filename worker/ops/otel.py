@@ -539,22 +539,30 @@ class JobTracing:
             self.log_ignored(traceparent[:80])
         return parent
 
-    def send(self, routing_key: str, headers: Mapping[str, Any] | None = None) -> "SendSpan":
-        """A producer's span for publishing a job to `routing_key`: the child of the
-        context in `headers` (a dead letter's, say), else a new trace's root."""
+    def _start(
+        self, headers: Mapping[str, Any] | None, name: str, kind: int
+    ) -> tuple[SpanRecord, bool]:
+        """A span starting now, the child of the context in `headers` (else a new
+        trace's root), and whether the sampler keeps it."""
         parent = self.parent(headers)
         trace_id = parent.trace_id if parent is not None else self.random.getrandbits(128)
-        sampled = self.sampler.sampled(parent, trace_id)
         record = SpanRecord(
             trace_id,
             self.random.getrandbits(64) or 1,
             parent.span_id if parent is not None else 0,
-            f"send {routing_key}",
-            PRODUCER,
+            name,
+            kind,
             time.time_ns(),
-            attributes=send_attributes(routing_key) if sampled else None,
             tracestate=parent.tracestate if parent is not None else "",
         )
+        return record, self.sampler.sampled(parent, trace_id)
+
+    def send(self, routing_key: str, headers: Mapping[str, Any] | None = None) -> "SendSpan":
+        """A producer's span for publishing a job to `routing_key`: the child of the
+        context in `headers` (a dead letter's, say), else a new trace's root."""
+        record, sampled = self._start(headers, f"send {routing_key}", PRODUCER)
+        if sampled:
+            record.attributes = send_attributes(routing_key)
         return SendSpan(record, sampled, record.tracestate, self.queue)
 
     def process(
@@ -569,18 +577,7 @@ class JobTracing:
         body_size: int,
     ) -> "ProcessSpan":
         """Start the process span of one delivery."""
-        parent = self.parent(headers)
-        trace_id = parent.trace_id if parent is not None else self.random.getrandbits(128)
-        sampled = self.sampler.sampled(parent, trace_id)
-        record = SpanRecord(
-            trace_id,
-            self.random.getrandbits(64) or 1,
-            parent.span_id if parent is not None else 0,
-            f"process {queue}",
-            CONSUMER,
-            time.time_ns(),
-            tracestate=parent.tracestate if parent is not None else "",
-        )
+        record, sampled = self._start(headers, f"process {queue}", CONSUMER)
         if sampled:
             attributes: dict[str, Any] = {
                 "messaging.system": SYSTEM,
