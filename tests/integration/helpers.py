@@ -173,6 +173,23 @@ class WorkerProcess:
         ):
             return response.status, await response.text()
 
+    async def metrics_showing(self, *lines: str, within: float = 15.0) -> str:
+        """The /metrics exposition once it holds every one of `lines`. A reply reaches
+        its caller before the worker counts the job, so a test reading the metrics right
+        after its reply would race the counting."""
+        exposition = ""
+
+        async def shown() -> bool:
+            nonlocal exposition
+            _, exposition = await self.http_get("/metrics")
+            return all(line in exposition for line in lines)
+
+        try:
+            await wait_for(shown, within, f"/metrics to show {lines}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last exposition:\n{exposition}") from None
+        return exposition
+
     async def readyz(self, port: int | None = None) -> int | None:
         """The /readyz status, or None while nothing answers."""
         try:

@@ -36,7 +36,7 @@ async def test_many_large_jobs_never_hold_more_bytes_than_the_budget(
 
     assert sorted(int(m.correlation_id or -1) for m in answered) == list(range(LARGE_JOBS))
     assert {orjson.loads(m.body)["status"] for m in answered} == {"ok"}
-    _, text = await worker.http_get("/metrics")
+    text = await worker.metrics_showing("prompt_worker_in_flight_bytes 0.0")
     peak = metric_value(text, "prompt_worker_in_flight_bytes_peak")
     # More than one job at a time (the budget is used), never more than it allows.
     assert max(len(b) for b in bodies) < peak <= BUDGET

@@ -108,18 +108,17 @@ async def test_probes_and_every_metric_family_are_exposed(
     assert (await client.build(masked_job, timeout=60))["status"] == "ok"
     assert (await client.build_bytes(b"nope", timeout=60))["error"]["code"] == "invalid_json"
 
-    _, metrics = await worker.http_get("/metrics")
+    metrics = await worker.metrics_showing(
+        'prompt_worker_jobs_total{code="",kind="react",status="ok"} 1.0',
+        'prompt_worker_jobs_total{code="invalid_json",kind="unknown",status="error"} 1.0',
+        'prompt_worker_job_seconds_count{kind="react"} 1.0',
+        'prompt_worker_prompt_chars_count{kind="react"} 1.0',
+        "prompt_worker_request_bytes_count 2.0",
+        "prompt_worker_in_flight 0.0",
+        "prompt_worker_ready 1.0",
+    )
     declared = {line.split()[2] for line in metrics.splitlines() if line.startswith("# TYPE ")}
     assert set(METRIC_NAMES) <= declared
-    assert 'prompt_worker_jobs_total{code="",kind="react",status="ok"} 1.0' in metrics
-    assert (
-        'prompt_worker_jobs_total{code="invalid_json",kind="unknown",status="error"} 1.0' in metrics
-    )
-    assert 'prompt_worker_job_seconds_count{kind="react"} 1.0' in metrics
-    assert 'prompt_worker_prompt_chars_count{kind="react"} 1.0' in metrics
-    assert "prompt_worker_request_bytes_count 2.0" in metrics
-    assert "prompt_worker_in_flight 0.0" in metrics
-    assert "prompt_worker_ready 1.0" in metrics
     assert 'prompt_worker_build_info{version="' in metrics
 
 
