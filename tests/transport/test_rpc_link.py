@@ -6,8 +6,8 @@ import socket
 import pytest
 
 from worker.transport.broker_failures import ConnectFailed
-from worker.transport.retry import backoff
-from worker.transport.rpc import FIRST_PAUSE, MAX_PAUSE, RpcLink, first_pause, jittered
+from worker.transport.retry import JITTER, Backoff
+from worker.transport.rpc import FIRST_PAUSE, MAX_PAUSE, RpcLink, first_pause
 
 
 def closed_port() -> int:
@@ -24,11 +24,15 @@ def test_the_first_pause_is_the_urls_reconnect_interval() -> None:
 
 
 @pytest.mark.parametrize("attempt", [0, 1, 3, 10, 40])
-def test_pauses_grow_up_to_the_cap_jittered_down_to_half(attempt: int) -> None:
+def test_pauses_grow_up_to_the_cap_jittered(attempt: int) -> None:
     full = min(MAX_PAUSE, 0.2 * 2**attempt)
-    assert backoff(attempt, 0.2, MAX_PAUSE) == full
-    pauses = {jittered(attempt, 0.2) for _ in range(200)}
-    assert all(full / 2 <= pause <= full for pause in pauses)
+    pauses = set()
+    for _ in range(200):
+        producer = Backoff(0.2, MAX_PAUSE)
+        for _ in range(attempt):
+            producer.next()
+        pauses.add(producer.next())
+    assert all(full * (1 - JITTER) - 0.005 <= pause <= full for pause in pauses)
     assert len(pauses) > 1  # not in step with every other producer
 
 

@@ -1,11 +1,12 @@
 """The one backoff: pauses that double from a first one up to a cap.
 
 Every pause of the transport comes from here: between two attempts to reach the
-broker (`Backoff`, with jitter, so that a fleet does not reconnect in lockstep after a
-broker restart), before a job that failed for a reason outside itself goes back to the
-queue (`backoff(attempt)`: without a pause it would come straight back, a hot loop
-bounded only by the delivery limit), and between attempts to consume a queue the broker
-deleted or to publish a reply the broker refused.
+broker, the worker's (`BrokerLink`) and a producer's (`RpcLink`), and between two starts
+of a `serve` process that keeps dying young (`Backoff`, with jitter, so that a fleet
+does not come back in lockstep after a broker restart); before a job that failed for a
+reason outside itself goes back to the queue (`backoff(attempt)`: without a pause it
+would come straight back, a hot loop bounded only by the delivery limit); and between
+attempts to consume a queue the broker deleted or to publish a reply the broker refused.
 """
 
 import random
@@ -43,7 +44,7 @@ class Backoff:
         """The pause after one more failure."""
         delay = backoff(self.failures, self.first, self.cap)
         self.failures += 1
-        return round(delay * (1 - JITTER * self._uniform()), 1)
+        return round(delay * (1 - JITTER * self._uniform()), 2)
 
     def reset(self) -> None:
         self.failures = 0

@@ -17,7 +17,7 @@ broker's cancellation of the reply consumer (the reply queue was deleted). Then:
 
 * a connection lost, or an attempt that failed, moves on to the next address of the
   list (a cluster's nodes, comma-separated), round the list, with pauses growing
-  (`retry.backoff`, from the URL's `reconnect_interval`, jittered) between failed
+  (`retry.Backoff`, from the URL's `reconnect_interval`, jittered) between failed
   attempts; the first attempt after a loss goes at once to the next node;
 * a channel the broker closed under a connection that stays up (a job it refused
   outright, a declaration it refused) is opened again on the same connection;
@@ -34,7 +34,6 @@ ends the run with a message rather than a hang.
 
 import asyncio
 import contextlib
-import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
@@ -46,7 +45,7 @@ from yarl import URL
 
 from worker.transport.addresses import SEPARATOR, connect_first
 from worker.transport.broker_failures import broker_address, is_access_refused
-from worker.transport.retry import backoff
+from worker.transport.retry import Backoff
 
 # A reply's correlation id (None when the worker sent none) and its body.
 OnReply = Callable[[str | None, bytes], None]
@@ -84,11 +83,6 @@ def first_pause(url: str | URL) -> float:
         return float(value) if value is not None else FIRST_PAUSE
     except ValueError:
         return FIRST_PAUSE
-
-
-def jittered(attempt: int, first: float) -> float:
-    # Producers of a fleet that lost the same node must not come back in step.
-    return backoff(attempt, first, MAX_PAUSE) * random.uniform(0.5, 1.0)
 
 
 async def open_connection(
@@ -200,7 +194,8 @@ class RpcLink:
     # -- keeping the link up ---------------------------------------------------------
 
     async def _keep_up(self) -> None:
-        failures = 0
+        # Jittered: producers of a fleet that lost the same node must not come back in step.
+        pauses = Backoff(self._first_pause, MAX_PAUSE)
         while True:
             await self._down.wait()
             if self._closing or self.failure is not None:
@@ -209,14 +204,13 @@ class RpcLink:
             try:
                 await self._restore()
             except Exception as exc:
-                failures += 1
-                if self._is_final(exc, failures):
+                if self._is_final(exc, pauses.failures + 1):
                     self._fail(exc)
                     return
                 self._down.set()  # still missing: another attempt after the pause
-                await asyncio.sleep(jittered(failures - 1, self._first_pause))
+                await asyncio.sleep(pauses.next())
                 continue
-            failures = 0
+            pauses.reset()
             self.reconnects += 1
             if self._on_resumed is not None:
                 self._on_resumed()

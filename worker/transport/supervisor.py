@@ -18,11 +18,12 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 
 from worker.ops.logs import get_logger
 from worker.transport.process import die_with_parent
+from worker.transport.retry import Backoff
 from worker.transport.settings import Settings, without_settings
 
 CONFIG_ERROR_EXIT = 2
@@ -37,7 +38,7 @@ class _Slot:
     index: int
     process: subprocess.Popen[bytes] | None = None
     started: float = 0.0
-    backoff: float = 1.0
+    pauses: Backoff = field(default_factory=lambda: Backoff(1.0, _MAX_BACKOFF))
     restart_at: float | None = None
     done: bool = False
 
@@ -113,8 +114,11 @@ class Supervisor:
             self._stop(CONFIG_ERROR_EXIT)
             return
         lived = now - slot.started
-        slot.backoff = 1.0 if lived >= _HEALTHY_AFTER else min(slot.backoff * 2, _MAX_BACKOFF)
-        slot.restart_at = now + (0.0 if lived >= _HEALTHY_AFTER else slot.backoff)
+        if lived >= _HEALTHY_AFTER:
+            slot.pauses.reset()
+            slot.restart_at = now
+        else:
+            slot.restart_at = now + slot.pauses.next()
         self.log.warning(
             "worker_died",
             index=slot.index,
