@@ -53,8 +53,8 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from worker.transport import topology  # noqa: E402
-from worker.transport.client import PromptClient  # noqa: E402
+from worker.transport.link import topology  # noqa: E402
+from worker.transport.producers.client import PromptClient  # noqa: E402
 
 JOB = REPO / "tests" / "bench_jobs" / "typical_react_job.json"
 CONFIG = REPO / "tests" / "bench_jobs" / "worker.yaml"

@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 from worker.render.config import load_config  # noqa: E402
 from worker.render.renderer import Renderer  # noqa: E402
 from worker.render.replies import RenderOutcome  # noqa: E402
-from worker.transport.offload import RenderPool  # noqa: E402
+from worker.transport.processes.offload import RenderPool  # noqa: E402
 
 JOB = REPO / "tests" / "bench_jobs" / "typical_react_job.json"
 CONFIG = REPO / "tests" / "bench_jobs" / "worker.yaml"

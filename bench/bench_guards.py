@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO))
 
 from worker.render.config import load_config  # noqa: E402
 from worker.render.renderer import Renderer  # noqa: E402
-from worker.transport.deadline import EventLoopSlice  # noqa: E402
-from worker.transport.inflight import ByteBudget, PrefetchPolicy  # noqa: E402
+from worker.transport.consumer.inflight import ByteBudget, PrefetchPolicy  # noqa: E402
+from worker.transport.processes.deadline import EventLoopSlice  # noqa: E402
 
 JOB = REPO / "tests" / "bench_jobs" / "typical_react_job.json"
 CONFIG = REPO / "tests" / "bench_jobs" / "worker.yaml"

@@ -57,8 +57,8 @@ from bench_e2e import (  # noqa: E402
     stop,
 )
 
-from worker.transport import topology  # noqa: E402
-from worker.transport.client import PromptClient  # noqa: E402
+from worker.transport.link import topology  # noqa: E402
+from worker.transport.producers.client import PromptClient  # noqa: E402
 
 # The port of the OTLP/HTTP receiver of `--setting tracing`, once started.
 SINK_PORT = 0

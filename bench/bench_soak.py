@@ -45,7 +45,7 @@ from aio_pika.abc import AbstractIncomingMessage
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from worker.transport import topology  # noqa: E402
+from worker.transport.link import topology  # noqa: E402
 
 CONFIG = REPO / "tests" / "bench_jobs" / "worker.yaml"
 TYPICAL = [

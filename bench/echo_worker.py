@@ -25,8 +25,8 @@ from aio_pika.abc import AbstractIncomingMessage
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from worker.transport import topology  # noqa: E402
-from worker.transport.connection import connection_url  # noqa: E402
+from worker.transport.link import topology  # noqa: E402
+from worker.transport.link.connection import connection_url  # noqa: E402
 from worker.transport.settings import from_env  # noqa: E402
 
 

@@ -46,6 +46,13 @@ FAMILIES = (
     "worker.families.system_prompt",
 )
 
+# Inside transport/: the consumer stands on the link and the render processes; the
+# producers on the link; the link and the processes on neither.
+TRANSPORT_ROOMS = (
+    ("worker.transport.consumer", "worker.transport.producers"),
+    ("worker.transport.processes", "worker.transport.link"),
+)
+
 # Inside masking/detectors/: one module per family of credential. What they share lives
 # in `base` (the detector, its anchors, the table) and `keys` (finding key-value pairs).
 DETECTOR_FAMILIES = tuple(
@@ -99,6 +106,12 @@ def test_the_renderer_names_no_family(graph: ImportGraph) -> None:
         if any(target == family or target.startswith(family + ".") for family in FAMILIES)
     )
     assert named == []
+
+
+def test_transport_rooms_point_one_way(graph: ImportGraph) -> None:
+    rooms = [room for layer in TRANSPORT_ROOMS for room in layer]
+    assert all(any(module.startswith(room + ".") for module in graph) for room in rooms)
+    assert layer_violations(graph, TRANSPORT_ROOMS) == []
 
 
 def test_detector_families_do_not_import_each_other(graph: ImportGraph) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tests.rabbit_nodes import ExtraNode, free_ports
 from tests.tls_certs import Authority, Issued, make_authority, shared_directory
-from worker.transport.tls import TlsFiles
+from worker.transport.link.tls import TlsFiles
 
 # The CN of the client certificate, and so its RabbitMQ user under EXTERNAL.
 CLIENT_IDENTITY = "prompt-worker-tls"

@@ -41,8 +41,8 @@ from tests.integration.helpers import (
     wait_for,
 )
 from tests.tls_node import CLIENT_IDENTITY, TlsNode, connections, tls_node
-from worker.transport.client import PromptClient
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient
 
 # A cold first build of the image (minutes) happens in the fixture when not done before.
 pytestmark = [pytest.mark.slow, pytest.mark.broker, pytest.mark.timeout(1200)]

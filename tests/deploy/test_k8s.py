@@ -18,7 +18,8 @@ import yaml
 
 from tests.deploy.docker_env import built_image, docker, image_config
 from worker.render.config import parse_config
-from worker.transport import settings, topology
+from worker.transport import settings
+from worker.transport.link import topology
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"

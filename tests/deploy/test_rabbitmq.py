@@ -2,7 +2,7 @@
 
 A broker provisioned from this file must accept the worker's own declarations: RabbitMQ
 answers a re-declaration with different arguments with 406 PRECONDITION_FAILED and the
-worker could not start. So the file is compared with `worker.transport.topology` offline, then
+worker could not start. So the file is compared with `worker.transport.link.topology` offline, then
 loaded into the real broker (declared from the JSON under unique names, and imported
 with `rabbitmqctl import_definitions` into a scratch vhost when rabbitmqctl is usable)
 and the worker's `topology.declare` is run against it.
@@ -29,7 +29,7 @@ from tests.integration.helpers import (
     wait_for,
 )
 from tests.unavailable import missing, tool
-from worker.transport import topology
+from worker.transport.link import topology
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITIONS = ROOT / "deploy" / "rabbitmq" / "definitions.json"

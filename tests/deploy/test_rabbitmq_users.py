@@ -30,8 +30,8 @@ from tests.integration.conftest import start_worker, topo
 from tests.integration.helpers import REPO, StartWorker, a_job, wait_for
 from tests.rabbit_nodes import ExtraNode, free_ports
 from tests.tls_certs import shared_directory
-from worker.transport import topology
-from worker.transport.client import PromptClient
+from worker.transport.link import topology
+from worker.transport.producers.client import PromptClient
 
 __all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used here
 

@@ -38,7 +38,7 @@ from tests.deploy.docker_env import (
 )
 from worker.render.config import load_config
 from worker.render.renderer import Renderer
-from worker.transport.client import PromptClient
+from worker.transport.producers.client import PromptClient
 
 # A cold first build of the images (minutes) happens in the fixtures when not done before.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]

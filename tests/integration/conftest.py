@@ -28,8 +28,8 @@ from tests.integration.helpers import (
     serve_env,
     unique_topology,
 )
-from worker.transport.client import PromptClient
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient
 
 
 @pytest.fixture

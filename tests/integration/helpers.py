@@ -27,7 +27,7 @@ from yarl import URL
 from tests.unavailable import AMQP_URL as AMQP_URL
 from tests.unavailable import broker_reachable as broker_reachable
 from tests.unavailable import tool
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
 
 # The port of the broker the tests use (the system's 5672, or the 4.0 node's).
 BROKER_PORT = URL(AMQP_URL).port or 5672

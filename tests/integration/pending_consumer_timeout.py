@@ -29,8 +29,8 @@ from tests.integration.helpers import (
 )
 from tests.integration.test_link_detection import answered_ids, publish
 from tests.rabbit_nodes import ExtraNode
-from worker.transport.client import PromptClient
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient
 
 pytestmark = pytest.mark.broker
 

@@ -34,8 +34,12 @@ from tests.integration.helpers import (
     rabbitmqctl,
     wait_for,
 )
-from worker.transport.broker_failures import broker_address
-from worker.transport.client import PromptAccessRefused, PromptBrokerUnreachable, PromptClient
+from worker.transport.link.broker_failures import broker_address
+from worker.transport.producers.client import (
+    PromptAccessRefused,
+    PromptBrokerUnreachable,
+    PromptClient,
+)
 
 SECRET = "do-not-log-this-password"
 

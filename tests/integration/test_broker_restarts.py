@@ -43,8 +43,8 @@ from tests.integration.helpers import (
     wait_for,
 )
 from tests.rabbit_nodes import ExtraNode
-from worker.transport import topology
-from worker.transport.topology import Topology
+from worker.transport.link import topology
+from worker.transport.link.topology import Topology
 
 pytestmark = pytest.mark.broker
 

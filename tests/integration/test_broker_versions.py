@@ -32,8 +32,8 @@ from tests.integration.helpers import (
     unique_topology,
     wait_for,
 )
-from worker.transport import topology
-from worker.transport.topology import Topology
+from worker.transport.link import topology
+from worker.transport.link.topology import Topology
 
 pytestmark = pytest.mark.broker
 

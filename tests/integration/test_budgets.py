@@ -9,8 +9,8 @@ from aio_pika.abc import AbstractChannel
 from tests.integration.helpers import StartWorker, drain
 from tests.render.budget.jobs import investigation
 from worker.render.budget import tokenizers
-from worker.transport.client import PromptClient
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient
 
 pytestmark = pytest.mark.broker
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.integration.helpers import StartWorker, a_job, needs_broker
-from worker.transport.client import PromptClient
+from worker.transport.producers.client import PromptClient
 
 STOPS = 12
 

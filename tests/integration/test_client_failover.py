@@ -15,8 +15,8 @@ from yarl import URL
 
 from tests.integration.helpers import StartWorker, TcpProxy, a_job, rabbitmqctl, wait_for
 from tests.integration.test_broker_failures import broker_user
-from worker.transport.client import PromptAccessRefused, PromptClient
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptAccessRefused, PromptClient
 
 pytestmark = pytest.mark.broker
 

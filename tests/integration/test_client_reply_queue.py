@@ -25,8 +25,8 @@ from tests.integration.helpers import (
     unacked_held_by,
     wait_for,
 )
-from worker.transport.client import PromptClient
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient
 
 pytestmark = pytest.mark.broker
 

@@ -28,9 +28,9 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobus
 
 from tests.integration.helpers import StartWorker, WorkerProcess, a_job, queue_depth, wait_for
 from tests.rabbit_nodes import ExtraCluster
-from worker.transport import topology
-from worker.transport.broker_failures import broker_address
-from worker.transport.topology import Topology
+from worker.transport.link import topology
+from worker.transport.link.broker_failures import broker_address
+from worker.transport.link.topology import Topology
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(900)]
 

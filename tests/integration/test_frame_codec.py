@@ -27,8 +27,8 @@ from tests.integration.helpers import (
     free_port,
     serve_env,
 )
-from worker.transport.client import PromptClient
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient
 
 pytestmark = pytest.mark.broker
 
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.broker
 # once the codec is installed count: install()'s self-check calls both codecs itself.
 SPIED_SERVE = """
 import atexit, collections, json, sys
-from worker.transport import frames
+from worker.transport.link import frames
 
 seen = {name: collections.Counter() for name in ("fast_out", "fast_in", "pamqp_out", "pamqp_in")}
 

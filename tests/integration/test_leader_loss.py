@@ -44,8 +44,8 @@ from aio_pika.abc import AbstractIncomingMessage
 from tests.integration.helpers import StartWorker, WorkerProcess, queue_depth, wait_for
 from tests.integration.test_cluster_failover import Producer
 from tests.rabbit_nodes import ExtraCluster, ExtraNode
-from worker.transport import topology
-from worker.transport.topology import Topology
+from worker.transport.link import topology
+from worker.transport.link.topology import Topology
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(1500)]
 

@@ -34,8 +34,8 @@ from tests.integration.helpers import (
     rabbitmqctl,
     wait_for,
 )
-from worker.transport.broker_failures import broker_address
-from worker.transport.topology import Topology
+from worker.transport.link.broker_failures import broker_address
+from worker.transport.link.topology import Topology
 
 pytestmark = pytest.mark.broker
 

@@ -6,7 +6,7 @@ import pytest
 from aio_pika.abc import AbstractChannel
 
 from tests.integration.helpers import StartWorker, a_job, drain, metric_value, queue_depth
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
 
 pytestmark = pytest.mark.broker
 

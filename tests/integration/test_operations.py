@@ -31,11 +31,11 @@ from worker.ops.logs import configure_logging
 from worker.ops.metrics import METRIC_NAMES, Metrics
 from worker.render.config import load_config
 from worker.render.renderer import Renderer
-from worker.transport import topology as topology_module
-from worker.transport.client import PromptClient, PromptClientError, PromptTimeout
-from worker.transport.consumer import Worker
+from worker.transport.consumer.worker import Worker
+from worker.transport.link import topology as topology_module
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient, PromptClientError, PromptTimeout
 from worker.transport.settings import Settings
-from worker.transport.topology import Topology
 
 pytestmark = pytest.mark.broker
 

@@ -27,10 +27,10 @@ from tests.integration.helpers import StartWorker, a_job, wait_for
 from tests.rabbit_nodes import ExtraCluster
 from tests.rerender.files import conformance_lines, write_lines
 from worker.cli import main
-from worker.transport import topology
-from worker.transport.broker_failures import broker_address
-from worker.transport.client import PromptClient
-from worker.transport.topology import Topology
+from worker.transport.link import topology
+from worker.transport.link.broker_failures import broker_address
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -10,7 +10,7 @@ from tests.cli import prompt_worker
 from tests.data import BENCH_JOBS, REPO
 from tests.integration.helpers import StartWorker
 from tests.readme import render_example_config
-from worker.transport.client import PromptClient
+from worker.transport.producers.client import PromptClient
 
 pytestmark = pytest.mark.broker
 

@@ -35,8 +35,8 @@ from tests.integration.helpers import (
     wait_for,
 )
 from tests.rabbit_nodes import ExtraNode
-from worker.transport.client import PromptClient, PromptClientError, PromptTimeout
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient, PromptClientError, PromptTimeout
 
 pytestmark = pytest.mark.broker
 

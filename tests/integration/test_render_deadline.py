@@ -26,7 +26,7 @@ from tests.integration.helpers import (
     queue_depth,
     wait_for,
 )
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
 
 pytestmark = pytest.mark.broker
 

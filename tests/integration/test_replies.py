@@ -19,8 +19,8 @@ from tests.integration.helpers import (
     queue_depth,
     wait_for,
 )
-from worker.transport.client import PromptClient
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient
 
 pytestmark = pytest.mark.broker
 

@@ -33,8 +33,8 @@ from tests.integration.helpers import (
 )
 from tests.rerender.files import conformance_lines, write_lines
 from worker.cli import build_parser
-from worker.transport.client import PromptClient
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient
 
 CANARY = f"canary-{uuid.uuid4().hex}"
 # Nothing listens here (a port of this test's range, which no node of the suite uses).

@@ -1,5 +1,5 @@
 """Every delivery is settled exactly once, as decided, with acknowledgements batched
-(`worker.transport.acks`): against the real broker, which closes the channel on a
+(`worker.transport.consumer.acks`): against the real broker, which closes the channel on a
 delivery settled twice and hands back, when the worker's connection closes, any
 delivery it left unsettled.
 
@@ -21,8 +21,8 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from tests.faulty_serve import FAULTY_SERVE, SLOW_RENDER
 from tests.integration.helpers import StartWorker, TcpProxy, a_job, drain, queue_depth, wait_for
-from worker.transport import topology
-from worker.transport.topology import Topology
+from worker.transport.link import topology
+from worker.transport.link.topology import Topology
 
 pytestmark = pytest.mark.broker
 

@@ -29,8 +29,8 @@ from tests.tls_node import (
     tls_env,
 )
 from tests.tls_node import tls_node as start_tls_node
-from worker.transport.client import PromptClient, PromptClientError
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient, PromptClientError
 
 __all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used here
 

@@ -40,8 +40,8 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from tests.integration.helpers import AMQP_URL, REPO, StartWorker, free_port
 from tests.unavailable import missing
-from worker.transport.client import PromptClient
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
+from worker.transport.producers.client import PromptClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.broker]
 

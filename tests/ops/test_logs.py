@@ -16,9 +16,9 @@ from pamqp.header import ContentHeader
 from worker.ops.logs import configure_logging, format_exception, get_logger, payload_logging_enabled
 from worker.ops.metrics import Metrics
 from worker.render.renderer import Renderer
-from worker.transport.acks import BatchedAcks
-from worker.transport.consumer import Worker
-from worker.transport.delivery import Decision, Delivery
+from worker.transport.consumer.acks import BatchedAcks
+from worker.transport.consumer.delivery import Decision, Delivery
+from worker.transport.consumer.worker import Worker
 from worker.transport.settings import Settings
 
 CANARY = "CANARY-7f3c-do-not-log"

@@ -119,7 +119,7 @@ def test_the_receiver_follows_the_standard_variables() -> None:
 def test_with_tracing_off_nothing_of_opentelemetry_is_imported() -> None:
     code = (
         "import sys, json\n"
-        "import worker.commands.serve_cmd, worker.transport.consumer, worker.transport.client\n"
+        "import worker.commands.serve_cmd, worker.transport.consumer.worker, worker.transport.producers.client\n"
         "from worker.ops.tracing import start_tracing\n"
         "from worker.render.renderer import Renderer\n"
         "assert start_tracing({}) is None\n"

@@ -36,8 +36,8 @@ from worker.cli import main
 from worker.render.config import load_config
 from worker.render.renderer import Renderer
 from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES
-from worker.transport import frames
-from worker.transport.topology import Topology, declare
+from worker.transport.link import frames
+from worker.transport.link.topology import Topology, declare
 
 __all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used here
 

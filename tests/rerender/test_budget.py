@@ -13,7 +13,7 @@ from tests.render.budget.jobs import investigation
 from tests.rerender.files import CONFIG, records, write_lines
 from worker.cli import main
 from worker.rerender.lines import parse_line
-from worker.transport.topology import Topology
+from worker.transport.link.topology import Topology
 
 __all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used here
 

@@ -2,7 +2,7 @@
 
 The document is generated (schemas/asyncapi.py); these tests fail when the committed
 copy is stale, when a reference inside it dangles, when its queue bindings drift from
-worker.transport.topology, and when real jobs and replies do not match its payload schemas.
+worker.transport.link.topology, and when real jobs and replies do not match its payload schemas.
 """
 
 import json
@@ -19,7 +19,7 @@ from schemas.asyncapi import ASYNCAPI_FILE, asyncapi_document
 from worker import cli
 from worker.commands.asyncapi_cmd import document_queues, generate
 from worker.render.renderer import Renderer
-from worker.transport import topology
+from worker.transport.link import topology
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "schemas" / ASYNCAPI_FILE

@@ -1,4 +1,4 @@
-"""Batched acknowledgements (`worker.transport.acks`), against a model of the broker's
+"""Batched acknowledgements (`worker.transport.consumer.acks`), against a model of the broker's
 rules for one channel: a delivery is settled once; `multiple` settles every open delivery
 up to its tag; settling a tag that is not open is a channel error."""
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.transport.acks import AcksNotSent, BatchedAcks
+from worker.transport.consumer.acks import AcksNotSent, BatchedAcks
 
 
 class Broker:

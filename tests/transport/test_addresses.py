@@ -10,16 +10,16 @@ import pytest
 from yarl import URL
 
 from tests.unavailable import AMQP_URL
-from worker.transport.addresses import (
+from worker.transport.link.addresses import (
     connect_first,
     first_address,
     redact_addresses,
     split_addresses,
 )
-from worker.transport.broker_failures import ConnectFailed, broker_address, connect_failure
-from worker.transport.client import PromptBrokerUnreachable, PromptClient
-from worker.transport.connection import BrokerLink, connection_urls
-from worker.transport.flow import BrokerFlow
+from worker.transport.link.broker_failures import ConnectFailed, broker_address, connect_failure
+from worker.transport.link.connection import BrokerLink, connection_urls
+from worker.transport.link.flow import BrokerFlow
+from worker.transport.producers.client import PromptBrokerUnreachable, PromptClient
 from worker.transport.settings import SettingsError, from_env, parse_amqp_url
 
 ONE = "amqp://guest:s3cret@rabbit.internal:5672/prod"

@@ -13,7 +13,7 @@ from aiormq.exceptions import (
     ProbableAuthenticationError,
 )
 
-from worker.transport.broker_failures import (
+from worker.transport.link.broker_failures import (
     broker_address,
     connect_failure,
     describe,

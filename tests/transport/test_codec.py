@@ -1,5 +1,5 @@
 """The fast frame codec is imported only when chosen, and anything wrong with it leaves
-pamqp's codec in place with one log line (worker/transport/codec.py).
+pamqp's codec in place with one log line (worker/transport/link/codec.py).
 
 Each case runs in a fresh interpreter, as `serve` does: which modules are loaded, and
 what a changed pamqp does to the import, are per process.
@@ -20,11 +20,11 @@ from worker.ops.logs import configure_logging
 configure_logging("info", "json", sys.stderr)
 {body}
 import pamqp.frame
-from worker.transport import codec
+from worker.transport.link import codec
 chosen = codec.use({choice!r})
 print(json.dumps({{
     "chosen": chosen,
-    "frames_loaded": "worker.transport.frames" in sys.modules,
+    "frames_loaded": "worker.transport.link.frames" in sys.modules,
     "pamqp_marshal": pamqp.frame.marshal.__module__,
     "pamqp_unmarshal": pamqp.frame.unmarshal.__module__,
 }}))
@@ -47,7 +47,7 @@ def probe(choice: str, body: str = "") -> tuple[dict[str, Any], list[dict[str, A
 
 def test_serve_imports_the_fast_codec_only_when_chosen() -> None:
     # What serve imports before it sets up the codec.
-    imports = "import worker.commands.serve_cmd, worker.transport.consumer"
+    imports = "import worker.commands.serve_cmd, worker.transport.consumer.worker"
     state, logs = probe("pamqp", imports)
     assert state == {
         "chosen": "pamqp",
@@ -61,8 +61,8 @@ def test_serve_imports_the_fast_codec_only_when_chosen() -> None:
     assert state == {
         "chosen": "fast",
         "frames_loaded": True,
-        "pamqp_marshal": "worker.transport.frames",
-        "pamqp_unmarshal": "worker.transport.frames",
+        "pamqp_marshal": "worker.transport.link.frames",
+        "pamqp_unmarshal": "worker.transport.link.frames",
     }
     assert logs == []
 
@@ -72,7 +72,10 @@ def test_serve_imports_the_fast_codec_only_when_chosen() -> None:
     [
         # A pamqp release without a name the codec imports (aiormq, loaded first, keeps
         # its own reference).
-        ("import worker.transport.codec, pamqp.frame\ndel pamqp.frame.FrameTypes", "ImportError"),
+        (
+            "import worker.transport.link.codec, pamqp.frame\ndel pamqp.frame.FrameTypes",
+            "ImportError",
+        ),
         # One whose public API changed shape: the codec's import-time table fails.
         (
             "from pamqp import commands\ndel commands.Basic.Properties.flags['content_type']",

@@ -9,8 +9,8 @@ from pamqp.header import ContentHeader
 
 from worker.ops.metrics import Metrics
 from worker.render.renderer import Renderer
-from worker.transport.acks import BatchedAcks
-from worker.transport.consumer import Worker
+from worker.transport.consumer.acks import BatchedAcks
+from worker.transport.consumer.worker import Worker
 from worker.transport.settings import Settings
 
 

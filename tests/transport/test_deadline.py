@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from worker.transport.deadline import EventLoopSlice, SliceOverrun
-from worker.transport.reply_limit import limit_from_refusal
+from worker.transport.consumer.reply_limit import limit_from_refusal
+from worker.transport.processes.deadline import EventLoopSlice, SliceOverrun
 from worker.transport.retry import MAX_BACKOFF, backoff
 
 

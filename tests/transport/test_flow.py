@@ -9,7 +9,7 @@ from pamqp import commands
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
-from worker.transport.flow import BrokerFlow, FrameTap
+from worker.transport.link.flow import BrokerFlow, FrameTap
 
 
 class Changes:

@@ -13,7 +13,7 @@ from pamqp.body import ContentBody
 from pamqp.header import ContentHeader, ProtocolHeader
 from pamqp.heartbeat import Heartbeat
 
-from worker.transport import frames
+from worker.transport.link import frames
 
 Basic = commands.Basic
 

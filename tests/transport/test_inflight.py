@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from worker.transport.inflight import ByteBudget, PrefetchPolicy
+from worker.transport.consumer.inflight import ByteBudget, PrefetchPolicy
 
 MIB = 1024 * 1024
 

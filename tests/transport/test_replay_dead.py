@@ -1,7 +1,7 @@
 """`prompt-worker replay-dead` against the real broker, on uniquely named queues.
 
 Dead letters are made the way production makes them: a job is published to a request
-queue declared by `worker.transport.topology` and rejected without requeue, so RabbitMQ
+queue declared by `worker.transport.link.topology` and rejected without requeue, so RabbitMQ
 dead-letters it with its own x-death header.
 """
 
@@ -24,8 +24,8 @@ from tests.integration.helpers import (
     wait_for,
 )
 from worker import cli
-from worker.transport import topology
-from worker.transport.replay import REPLAY_COUNT_HEADER, describe, replay_dead
+from worker.transport.link import topology
+from worker.transport.producers.replay import REPLAY_COUNT_HEADER, describe, replay_dead
 
 # --- describing a dead letter (no broker) -------------------------------------------
 

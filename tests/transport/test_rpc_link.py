@@ -5,9 +5,9 @@ import socket
 
 import pytest
 
-from worker.transport.broker_failures import ConnectFailed
+from worker.transport.link.broker_failures import ConnectFailed
+from worker.transport.producers.rpc import FIRST_PAUSE, MAX_PAUSE, RpcLink, first_pause
 from worker.transport.retry import JITTER, Backoff
-from worker.transport.rpc import FIRST_PAUSE, MAX_PAUSE, RpcLink, first_pause
 
 
 def closed_port() -> int:

@@ -7,8 +7,8 @@ import pytest
 
 from tests.tls_certs import make_authority
 from tests.transport.test_settings import parse
+from worker.transport.link.tls import TlsFiles
 from worker.transport.settings import SettingsError, from_env, resolve, without_settings
-from worker.transport.tls import TlsFiles
 
 URL = "amqp://worker:s3cret-Pa55@broker.internal:5672/prod"
 

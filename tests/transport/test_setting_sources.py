@@ -8,7 +8,7 @@ import pytest
 from aiormq.exceptions import ProbableAuthenticationError
 
 from tests.transport.test_settings import parse
-from worker.transport.broker_failures import (
+from worker.transport.link.broker_failures import (
     ConnectFailed,
     connect_failure,
     refused_detail,

@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from worker.transport.link.topology import (
+    DEFAULT_DEAD_LETTER,
+    DEFAULT_REPLY_QUEUE,
+    DEFAULT_REQUEST_QUEUE,
+)
 from worker.transport.settings import (
     DEFAULT_AMQP_URL,
     SETTINGS,
@@ -16,11 +21,6 @@ from worker.transport.settings import (
     from_args,
     from_env,
     resolve,
-)
-from worker.transport.topology import (
-    DEFAULT_DEAD_LETTER,
-    DEFAULT_REPLY_QUEUE,
-    DEFAULT_REQUEST_QUEUE,
 )
 
 REPO = Path(__file__).resolve().parents[2]

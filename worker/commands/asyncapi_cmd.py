@@ -15,7 +15,7 @@ from worker.commands.shipped import shipped_text
 
 if TYPE_CHECKING:
     from schemas.asyncapi import Queues
-    from worker.transport.topology import Topology
+    from worker.transport.link.topology import Topology
 
 HELP = "print the AsyncAPI 3.0 document of the worker's queues and messages"
 # schemas.asyncapi.ASYNCAPI_FILE (a test checks): printing the shipped copy
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 def document_queues(names: "Topology | None" = None) -> "Queues":
     """The worker's queues as it declares them, for the default names unless `names`."""
     from schemas.asyncapi import Queue, Queues
-    from worker.transport import topology
+    from worker.transport.link import topology
 
     names = names or topology.Topology()
     return Queues(

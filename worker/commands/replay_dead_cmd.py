@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from worker.transport.replay import Action, DeadLetter
+    from worker.transport.producers.replay import Action, DeadLetter
 
 HELP = "move dead-lettered jobs back to the request queue (--dry-run lists them)"
 # The serve settings this command needs, with the same flags and variables.
@@ -81,14 +81,14 @@ def run(args: argparse.Namespace) -> int:
 
     from worker.ops.logs import silence_broker_libraries
     from worker.transport import settings
-    from worker.transport.addresses import first_address
-    from worker.transport.broker_failures import (
+    from worker.transport.link.addresses import first_address
+    from worker.transport.link.broker_failures import (
         ConnectFailed,
         broker_address,
         connect_failure,
         where_credentials_are,
     )
-    from worker.transport.replay import Action, DeadLetter, ReplayError, replay_dead
+    from worker.transport.producers.replay import Action, DeadLetter, ReplayError, replay_dead
 
     try:
         config = settings.from_args(args, os.environ)

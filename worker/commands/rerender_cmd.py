@@ -202,8 +202,8 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
     # Imported here: the local engine must not pay for aio-pika at start-up.
     from worker.rerender.broker import DEFAULT_TIMEOUT, DEFAULT_WINDOW, BrokerEngine
     from worker.rerender.run import RerenderError
-    from worker.transport.broker_failures import where_credentials_are
     from worker.transport.event_loop import EventLoopUnavailable
+    from worker.transport.link.broker_failures import where_credentials_are
     from worker.transport.settings import SettingsError, resolve
 
     flags = {field: getattr(args, field) for field in _TLS_SETTINGS}

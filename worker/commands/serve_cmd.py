@@ -38,8 +38,8 @@ def run(args: argparse.Namespace, renderer_class: "type[Renderer] | None" = None
     from worker.ops.logs import configure_logging
     from worker.render.config import load_config
     from worker.transport.event_loop import EventLoopUnavailable, loop_factory, run_on
+    from worker.transport.processes.supervisor import Supervisor
     from worker.transport.settings import SettingsError, from_args
-    from worker.transport.supervisor import Supervisor
 
     try:
         settings = from_args(args, os.environ)
@@ -75,9 +75,9 @@ async def serve(
     from worker.ops.metrics import Metrics
     from worker.ops.tracing import start_tracing
     from worker.render.renderer import Renderer
-    from worker.transport import codec as amqp_codec
-    from worker.transport.consumer import Worker
+    from worker.transport.consumer.worker import Worker
     from worker.transport.event_loop import running_loop_name
+    from worker.transport.link import codec as amqp_codec
 
     log = get_logger(component="serve")
     # The fast codec is imported only if chosen; on any error, pamqp's (one log line).

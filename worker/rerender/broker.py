@@ -5,7 +5,7 @@ Jobs are published to the request queue (publisher confirms, persistent) with at
 that bounds the reorder buffer and the load put on the fleet. Replies come back on an
 exclusive queue of this run, matched by correlation id (`<run token>.<sequence>`). The
 connection, channel, reply queue and publishing are the producers' link `PromptClient`
-uses (transport/rpc.py). A lost connection is followed by a reconnect, round the
+uses (transport/producers/rpc.py). A lost connection is followed by a reconnect, round the
 broker's addresses from the next node on (a cluster's node that died is left for
 another); once the reply queue is back, every job still without a reply is published
 again (replies sent meanwhile went nowhere), without counting as one of its attempts.
@@ -49,13 +49,13 @@ from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES, payload_too_large
 from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split_lines
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.sink import EngineError, Input, Sink
-from worker.transport import codec
-from worker.transport.addresses import SEPARATOR, first_address, redact_addresses
-from worker.transport.broker_failures import connect_failure
 from worker.transport.event_loop import loop_factory, run_on
-from worker.transport.rpc import LinkDown, Reconnect, RpcLink
+from worker.transport.link import codec
+from worker.transport.link.addresses import SEPARATOR, first_address, redact_addresses
+from worker.transport.link.broker_failures import connect_failure
+from worker.transport.link.tls import TlsFiles, connect_kwargs
+from worker.transport.producers.rpc import LinkDown, Reconnect, RpcLink
 from worker.transport.settings import AmqpCodecName, EventLoopName
-from worker.transport.tls import TlsFiles, connect_kwargs
 
 if TYPE_CHECKING:
     # Only with tracing on is OpenTelemetry imported (worker.ops.tracing).

@@ -38,7 +38,7 @@ LOG_FORMATS: tuple[LogFormat, ...] = ("json", "console")
 # What `serve` runs on (worker/transport/event_loop.py).
 EventLoopName = Literal["auto", "uvloop", "asyncio"]
 EVENT_LOOP_NAMES: tuple[EventLoopName, ...] = ("auto", "uvloop", "asyncio")
-# How `serve` encodes and decodes AMQP frames (worker/transport/frames.py).
+# How `serve` encodes and decodes AMQP frames (worker/transport/link/frames.py).
 AmqpCodecName = Literal["fast", "pamqp"]
 AMQP_CODEC_NAMES: tuple[AmqpCodecName, ...] = ("fast", "pamqp")
 

@@ -29,8 +29,9 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES
-from worker.transport import topology
-from worker.transport.addresses import first_address, parse_addresses
+from worker.transport.link import topology
+from worker.transport.link.addresses import first_address, parse_addresses
+from worker.transport.link.tls import TlsFiles, TlsFilesError, connect_kwargs
 from worker.transport.setting_flags import (
     AMQP_CODEC_NAMES,
     DEFAULT_AMQP_URL,
@@ -54,7 +55,6 @@ from worker.transport.setting_flags import (
     add_arguments,
     without_settings,
 )
-from worker.transport.tls import TlsFiles, TlsFilesError, connect_kwargs
 
 
 class SettingsError(ValueError):
@@ -94,7 +94,7 @@ def _positive_float(value: object) -> float:
 
 
 def parse_amqp_url(text: str) -> str:
-    """A broker URL, or several comma-separated (a cluster's nodes): transport/addresses.py."""
+    """A broker URL, or several comma-separated (a cluster's nodes): transport/link/addresses.py."""
     return parse_addresses(text)
 
 

@@ -13,7 +13,7 @@ import sys
 from worker.ops.logs import get_logger
 from worker.transport.settings import AmqpCodecName
 
-_FRAMES = "worker.transport.frames"
+_FRAMES = "worker.transport.link.frames"
 
 
 def use(choice: AmqpCodecName) -> AmqpCodecName:
@@ -32,7 +32,7 @@ def use(choice: AmqpCodecName) -> AmqpCodecName:
 def _install_fast() -> str | None:
     """None once the fast codec is in place; else why it is not."""
     try:
-        from worker.transport import frames
+        from worker.transport.link import frames
 
         if frames.install():
             return None

@@ -1,9 +1,9 @@
 """The queue consumer: deliveries in, replies out, at least once, until asked to stop.
 
-`Worker` puts three parts together and runs them: the link (`worker.transport.link`:
+`Worker` puts three parts together and runs them: the link (`worker.transport.consumer.link`:
 connection, channel, topology and consumer, kept up by a loop of the worker's own), one
-delivery's path (`worker.transport.delivery`: render, publish, confirm, settle) and
-readiness (`worker.transport.readiness`). It owns the worker's life: start, the
+delivery's path (`worker.transport.consumer.delivery`: render, publish, confirm, settle) and
+readiness (`worker.transport.consumer.readiness`). It owns the worker's life: start, the
 graceful stop (no new deliveries, those in flight finished, then the connection
 closed) and the exit status.
 """
@@ -19,20 +19,20 @@ from structlog.typing import FilteringBoundLogger
 from worker.ops.logs import get_logger
 from worker.ops.metrics import Metrics
 from worker.render.renderer import Renderer
-from worker.transport import tls
-from worker.transport.backpressure import ReplyBackpressure, ReplyChannels
-from worker.transport.broker_failures import describe
-from worker.transport.connection import AccessRefused
-from worker.transport.delivery import DeliveryPath
-from worker.transport.flow import BrokerFlow
-from worker.transport.link import (
+from worker.transport.consumer.backpressure import ReplyBackpressure, ReplyChannels
+from worker.transport.consumer.delivery import DeliveryPath
+from worker.transport.consumer.link import (
     REFUSED_FOR_GOOD,
     ConsumerLink,
     PermissionRefused,
     TopologyError,
 )
-from worker.transport.offload import RenderPool
-from worker.transport.readiness import Readiness
+from worker.transport.consumer.readiness import Readiness
+from worker.transport.link import tls
+from worker.transport.link.broker_failures import describe
+from worker.transport.link.connection import AccessRefused
+from worker.transport.link.flow import BrokerFlow
+from worker.transport.processes.offload import RenderPool
 from worker.transport.settings import Settings
 
 if TYPE_CHECKING:

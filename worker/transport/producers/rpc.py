@@ -43,8 +43,8 @@ from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
 from aiormq.exceptions import ChannelClosed, ChannelLockedResource
 from yarl import URL
 
-from worker.transport.addresses import SEPARATOR, connect_first
-from worker.transport.broker_failures import broker_address, is_access_refused
+from worker.transport.link.addresses import SEPARATOR, connect_first
+from worker.transport.link.broker_failures import broker_address, is_access_refused
 from worker.transport.retry import Backoff
 
 # A reply's correlation id (None when the worker sent none) and its body.

@@ -32,14 +32,14 @@ from aiormq.exceptions import ChannelAccessRefused, ChannelPreconditionFailed
 from structlog.typing import FilteringBoundLogger
 
 from worker.ops.metrics import Metrics
-from worker.transport import tls, topology
-from worker.transport.acks import BatchedAcks
-from worker.transport.addresses import split_addresses
-from worker.transport.broker_failures import describe, refused_detail
-from worker.transport.connection import BrokerLink, connection_urls
-from worker.transport.flow import BrokerFlow
-from worker.transport.inflight import PrefetchPolicy
-from worker.transport.readiness import Readiness
+from worker.transport.consumer.acks import BatchedAcks
+from worker.transport.consumer.inflight import PrefetchPolicy
+from worker.transport.consumer.readiness import Readiness
+from worker.transport.link import tls, topology
+from worker.transport.link.addresses import split_addresses
+from worker.transport.link.broker_failures import describe, refused_detail
+from worker.transport.link.connection import BrokerLink, connection_urls
+from worker.transport.link.flow import BrokerFlow
 from worker.transport.retry import backoff
 from worker.transport.settings import Settings
 

@@ -22,7 +22,7 @@ confirms it, then acknowledges the job. Meanwhile:
   pauses, and without dropping the jobs it holds on its own connection.
 
 A reply the broker returns as unroutable, a reply too large for the broker, and jobs
-that are wrong in themselves keep their own outcomes (`worker.transport.delivery`).
+that are wrong in themselves keep their own outcomes (`worker.transport.consumer.delivery`).
 """
 
 import asyncio
@@ -40,8 +40,8 @@ from aiormq.exceptions import (
 from structlog.typing import FilteringBoundLogger
 
 from worker.ops.metrics import Metrics
-from worker.transport.broker_failures import describe
-from worker.transport.readiness import Readiness
+from worker.transport.consumer.readiness import Readiness
+from worker.transport.link.broker_failures import describe
 from worker.transport.retry import backoff
 
 # Seconds of refused replies before the worker reports not ready.

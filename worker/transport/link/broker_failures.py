@@ -18,7 +18,7 @@ from aiormq.exceptions import (
 )
 from yarl import URL
 
-from worker.transport.tls import refusal
+from worker.transport.link.tls import refusal
 
 ACCESS_REFUSED = "access refused: the broker rejected the user name or password"
 

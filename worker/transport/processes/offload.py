@@ -31,7 +31,7 @@ from worker.ops.logs import format_exception, payload_logging_enabled
 from worker.render.config import WorkerConfig
 from worker.render.renderer import Renderer
 from worker.render.replies import RenderOutcome
-from worker.transport.process import die_with_parent
+from worker.transport.processes.parent import die_with_parent
 
 _renderer: Renderer | None = None
 _trace_messages = False

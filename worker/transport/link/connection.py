@@ -20,7 +20,7 @@
 
 The failures are aiormq's own exceptions, raised by the attempt itself; nothing is read
 from the library's log. The socket is opened through `flow.TappedTransport`, which is
-how the worker sees the broker block the connection (`worker.transport.flow`).
+how the worker sees the broker block the connection (`worker.transport.link.flow`).
 """
 
 import asyncio
@@ -34,14 +34,14 @@ from aiormq.exceptions import ChannelClosed
 from structlog.typing import FilteringBoundLogger
 from yarl import URL
 
-from worker.transport.addresses import split_addresses
-from worker.transport.broker_failures import (
+from worker.transport.link.addresses import split_addresses
+from worker.transport.link.broker_failures import (
     broker_address,
     describe,
     is_access_refused,
     refused_detail,
 )
-from worker.transport.flow import BrokerFlow, TappedTransport
+from worker.transport.link.flow import BrokerFlow, TappedTransport
 from worker.transport.retry import Backoff
 
 # aio-pika's default was 5 s between reconnect attempts; a worker is worth more sooner.

@@ -21,19 +21,19 @@ When the reply cannot be delivered:
 * the broker refuses the reply (nack: a full reply queue, a queue without a leader):
   backpressure, never a dead letter. The job is held, unacknowledged, new deliveries
   wait, and the reply is published again until confirmed
-  (`worker.transport.backpressure`), then the job is acknowledged;
+  (`worker.transport.consumer.backpressure`), then the job is acknowledged;
 * the connection or channel fails while publishing: the delivery went with the channel,
   so the broker hands the job out again, and it is answered then (the worker cannot
   acknowledge it any more: publishing its reply elsewhere would only answer it twice);
 * the broker blocks the connection (a memory or disk alarm): no reply can get through,
-  so new deliveries wait, untouched, until it unblocks (`worker.transport.flow`).
+  so new deliveries wait, untouched, until it unblocks (`worker.transport.link.flow`).
 
 The job code (`worker.render.renderer`) never sees the transport; this module never looks
 inside a job beyond the facts `RenderOutcome` hands it, and makes no reply itself: when
 it cannot send a render's own reply (too large for the broker, no render on any delivery,
 a bug) it asks `render.replies.failure_reply` for one, with the reason. Deliveries arrive as aiormq's
 `DeliveredMessage`, replies are published with aiormq's `basic_publish` and jobs settled
-through `worker.transport.acks` (acknowledgements of one loop turn batched; requeues and
+through `worker.transport.consumer.acks` (acknowledgements of one loop turn batched; requeues and
 dead-letterings, also those after a backoff, go through it, so no batched ack covers
 them): aio-pika's message objects and the extra task it runs per delivery cost a large
 share of a job's CPU for nothing the worker uses (docs/PERFORMANCE.md, "The transport's
@@ -60,13 +60,16 @@ from worker.ops.logs import format_exception, payload_logging_enabled
 from worker.ops.metrics import Metrics, kind_label
 from worker.render.renderer import Renderer
 from worker.render.replies import Failure, RenderOutcome, failure_reply
-from worker.transport.acks import AcksNotSent, BatchedAcks
-from worker.transport.backpressure import ReplyBackpressure
-from worker.transport.deadline import EventLoopSlice, SliceOverrun
-from worker.transport.flow import BrokerFlow
-from worker.transport.inflight import ByteBudget, PrefetchPolicy
-from worker.transport.offload import RenderPool, RenderProcessDied, RenderTimedOut
-from worker.transport.reply_limit import BROKER_DEFAULT_MAX_MESSAGE_BYTES, limit_from_refusal
+from worker.transport.consumer.acks import AcksNotSent, BatchedAcks
+from worker.transport.consumer.backpressure import ReplyBackpressure
+from worker.transport.consumer.inflight import ByteBudget, PrefetchPolicy
+from worker.transport.consumer.reply_limit import (
+    BROKER_DEFAULT_MAX_MESSAGE_BYTES,
+    limit_from_refusal,
+)
+from worker.transport.link.flow import BrokerFlow
+from worker.transport.processes.deadline import EventLoopSlice, SliceOverrun
+from worker.transport.processes.offload import RenderPool, RenderProcessDied, RenderTimedOut
 from worker.transport.retry import backoff
 from worker.transport.settings import Settings
 

@@ -6,7 +6,7 @@ than `backpressure.NOT_READY_AFTER`). Whoever changes one of them calls `update(
 """
 
 from worker.ops.metrics import Metrics
-from worker.transport.flow import BrokerFlow
+from worker.transport.link.flow import BrokerFlow
 
 
 class Readiness:

@@ -18,7 +18,7 @@ pamqp's codec if any differs.
 It stands on pamqp's public API only (its commands, header and body classes, their
 `attributes()`, `amqp_type()` and `flags`, and `pamqp.decode`), and it is proven against
 the one pamqp release pyproject.toml pins. This module is imported only when `serve` or
-`rerender` choose it (worker/transport/codec.py, which falls back to pamqp's codec on
+`rerender` choose it (worker/transport/link/codec.py, which falls back to pamqp's codec on
 any error here).
 """
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from worker.ops.logs import get_logger
-from worker.transport.process import die_with_parent
+from worker.transport.processes.parent import die_with_parent
 from worker.transport.retry import Backoff
 from worker.transport.settings import Settings, without_settings
 

@@ -4,7 +4,7 @@
         reply = await client.build(job, timeout=10)
 
 Each client owns one connection, one channel with publisher confirms and an exclusive
-reply queue (the RPC core it shares with `rerender --broker`: transport/rpc.py). Any number of calls may be in flight at once on it: every
+reply queue (the RPC core it shares with `rerender --broker`: transport/producers/rpc.py). Any number of calls may be in flight at once on it: every
 call has its own correlation id and waits on its own future. Replies are returned as
 plain dicts (the JSON of CONTRACT.md §3, parsed with orjson): the cheapest form for the hot
 path and for comparisons in tests; pass one to `schemas.reply.parse_reply` for the typed
@@ -13,11 +13,11 @@ finds no waiting call and is dropped.
 
 `url` may list a cluster's nodes, comma-separated: the client connects to the first
 that answers. For `amqps://` URLs, `tls` names the CA file the broker's certificate
-must chain to and the client certificate and key for mutual TLS (`transport/tls.py`,
+must chain to and the client certificate and key for mutual TLS (`transport/link/tls.py`,
 shared with the worker); a broker certificate that fails verification raises
 `PromptClientError` saying so.
 
-The link keeps itself up (transport/rpc.py). If the connection drops, the client
+The link keeps itself up (transport/producers/rpc.py). If the connection drops, the client
 reconnects, moving round the addresses from the next node on, with growing jittered
 pauses between failed attempts (the first from the URL's `reconnect_interval`, 1 s
 if none); the reply queue (same name) and its consumer are restored and every call
@@ -46,17 +46,17 @@ import orjson
 from aiormq.exceptions import AMQPError, ChannelClosed, DeliveryError, PublishError
 from yarl import URL
 
-from worker.transport import tls as broker_tls
-from worker.transport.addresses import SEPARATOR
-from worker.transport.broker_failures import (
+from worker.transport.link import tls as broker_tls
+from worker.transport.link.addresses import SEPARATOR
+from worker.transport.link.broker_failures import (
     ConnectFailed,
     broker_address,
     connect_failure,
     is_access_refused,
 )
-from worker.transport.rpc import RpcLink
-from worker.transport.topology import DEFAULT_REQUEST_QUEUE
-from worker.transport.trace_context import caller_context_headers
+from worker.transport.link.topology import DEFAULT_REQUEST_QUEUE
+from worker.transport.producers.rpc import RpcLink
+from worker.transport.producers.trace_context import caller_context_headers
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 DEFAULT_TIMEOUT = 30.0

@@ -4,7 +4,7 @@
 `amqp://u:p@node1:5672/,amqp://u:p@node2:5672/,...`: each item is a full URL, checked
 on its own, so each node may have its own credentials and options. The worker uses
 them in order and moves to the next one when its node is lost or cannot be reached
-(`transport/connection.py`); one-shot commands try them in order (`connect_first`).
+(`transport/link/connection.py`); one-shot commands try them in order (`connect_first`).
 
 The value holds passwords: error messages say which item is wrong and why, never quote
 it. One URL reads exactly as it always did.
@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from worker.transport.broker_failures import ConnectFailed, broker_address, is_access_refused
+from worker.transport.link.broker_failures import ConnectFailed, broker_address, is_access_refused
 
 EXPECTED = "expected amqp://user:password@host:port/vhost or amqps://..."
 SEPARATOR = ","

@@ -11,7 +11,7 @@ Messages that are only looked at (a dry run, or another kind than the one asked 
 stay unacknowledged until the end and are then handed back to the dead-letter queue in
 one `nack`; a dropped connection hands them back too.
 
-The connection is made as the producers' link makes it (`transport/rpc.py`): the
+The connection is made as the producers' link makes it (`transport/producers/rpc.py`): the
 addresses of a cluster in order, the first that answers, refused credentials named.
 A run is short and leaves nothing half done, so a lost connection ends it rather than
 being followed by a reconnect: run it again.
@@ -28,9 +28,9 @@ from aiormq.exceptions import ChannelNotFoundEntity, DeliveryError, PublishError
 from pamqp.commands import Basic, Queue
 
 from schemas.job import KIND_ALIASES
-from worker.transport.addresses import SEPARATOR, first_address
-from worker.transport.rpc import connect_any
-from worker.transport.tls import TlsFiles, connect_kwargs
+from worker.transport.link.addresses import SEPARATOR, first_address
+from worker.transport.link.tls import TlsFiles, connect_kwargs
+from worker.transport.producers.rpc import connect_any
 
 if TYPE_CHECKING:
     # Only with tracing on is OpenTelemetry imported (worker.ops.tracing).
