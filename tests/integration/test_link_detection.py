@@ -159,4 +159,4 @@ async def test_a_declare_refused_at_start_up_is_one_line_naming_queue_and_permis
     assert not named(worker, "broker_link_down"), "a refusal for good was retried"
 
 
-# --- (e) consumer timeout while a reply is refused ------------------------------------
+# (e) consumer timeout while a reply is refused: tests/integration/test_consumer_timeout.py

@@ -19,7 +19,13 @@ confirms it, then acknowledges the job. Meanwhile:
 * the first confirmed reply opens the door again. The channel that got it confirmed is
   kept for the next refusal, so a worker whose own connection keeps being refused (a
   node that lost a queue's leader) answers through the other one at once, without the
-  pauses, and without dropping the jobs it holds on its own connection.
+  pauses, and without dropping the jobs it holds on its own connection;
+* a held reply outlives its delivery (`HeldReply`). Should the broker take the job back
+  meanwhile (its channel closed: a consumer timeout, a channel error), the reply goes on
+  being published, and the job's redelivery claims it (`claim`) instead of being
+  rendered again: it is acknowledged once that reply is confirmed. Without this, the
+  redeliveries would wait at a door nothing opens any more, each return counted by the
+  broker towards the delivery limit until it dead-letters a job that rendered.
 
 A reply the broker returns as unroutable, a reply too large for the broker, and jobs
 that are wrong in themselves keep their own outcomes (`worker.transport.consumer.delivery`).
@@ -27,10 +33,12 @@ that are wrong in themselves keep their own outcomes (`worker.transport.consumer
 
 import asyncio
 import contextlib
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
-from aiormq.abc import AbstractChannel, AbstractConnection
+from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
 from aiormq.exceptions import (
     ChannelClosed,
     ChannelInvalidStateError,
@@ -40,6 +48,7 @@ from aiormq.exceptions import (
 from structlog.typing import FilteringBoundLogger
 
 from worker.ops.metrics import Metrics
+from worker.render.replies import RenderOutcome
 from worker.transport.consumer.readiness import Readiness
 from worker.transport.link.broker_failures import describe
 from worker.transport.retry import backoff
@@ -48,6 +57,14 @@ from worker.transport.retry import backoff
 NOT_READY_AFTER = 5.0
 # Refusals on fresh channels of the worker's connection before a connection of its own.
 FRESH_CHANNEL_TRIES = 2
+# Longest pause between two publishes of a held reply: once the broker takes replies
+# again, the held jobs are answered within it (and before a consumer timeout returns
+# them once more).
+REPUBLISH_PAUSE_CAP = 2.0
+# Held replies whose delivery was lost, kept for the job's redelivery to claim: at most
+# this many, each for at most this long after its reply was confirmed.
+ORPHANS_KEPT = 10_000
+ORPHAN_KEPT_FOR = 600.0
 
 Send = Callable[[AbstractChannel], Awaitable[None]]
 
@@ -98,6 +115,26 @@ class ReplyChannels:
                 await asyncio.wait_for(side.close(), timeout=5)
 
 
+def held_key(message: DeliveredMessage) -> bytes:
+    """What a redelivery of the same job is recognised by: its ids, its reply queue and
+    its bytes (a digest of them)."""
+    properties = message.header.properties
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (properties.message_id, properties.correlation_id, properties.reply_to):
+        digest.update((part or "").encode() + b"\0")
+    digest.update(message.body)
+    return digest.digest()
+
+
+@dataclass(slots=True)
+class HeldReply:
+    """A refused reply and the task publishing it again until it is confirmed."""
+
+    outcome: RenderOutcome
+    republishing: "asyncio.Task[None]"
+    orphaned_at: float | None = None  # time.monotonic() when its delivery was lost
+
+
 class ReplyBackpressure:
     """Holds refused replies and publishes them again; the door new deliveries wait at."""
 
@@ -119,6 +156,8 @@ class ReplyBackpressure:
         self.reason: str | None = None
         self._since = 0.0
         self._unready: asyncio.TimerHandle | None = None
+        self._republishing: set[asyncio.Task[None]] = set()
+        self.orphans: dict[bytes, HeldReply] = {}
 
     @property
     def engaged(self) -> bool:
@@ -128,17 +167,39 @@ class ReplyBackpressure:
         """Return once replies reach the broker again (at once, usually)."""
         await self._open.wait()
 
-    async def publish_held(self, error: BaseException, send: Send) -> None:
-        """The broker refused a reply (`error`): publish it again with `send(channel)`
-        until it is confirmed. Raises `PublishError` should the broker return it as
-        unroutable (the caller's outcome for that). Once the job is settled, or when
-        this raises, the caller calls `release()`."""
+    def hold(self, error: BaseException, outcome: RenderOutcome, send: Send) -> HeldReply:
+        """The broker refused a reply (`error`): publish it again with `send(channel)`,
+        in a task of its own, until it is confirmed. The task raises `PublishError`
+        should the broker return the reply as unroutable (the caller's outcome for that)."""
         self._hold(error)
+        task = asyncio.ensure_future(self._republish(send))
+        self._republishing.add(task)
+        task.add_done_callback(self._republished)
+        return HeldReply(outcome, task)
+
+    def orphan(self, key: bytes, held: HeldReply) -> None:
+        """The delivery `held` answers was lost: keep it for the redelivery to `claim`."""
+        self._prune()
+        held.orphaned_at = time.monotonic()
+        self.orphans[key] = held
+
+    def claim(self, key: bytes) -> HeldReply | None:
+        """The held reply of a lost delivery of the same job, if there is one."""
+        return self.orphans.pop(key, None)
+
+    def _prune(self) -> None:
+        now = time.monotonic()
+        for key, held in list(self.orphans.items()):
+            old = held.orphaned_at is not None and now - held.orphaned_at > ORPHAN_KEPT_FOR
+            if held.republishing.done() and (old or len(self.orphans) >= ORPHANS_KEPT):
+                del self.orphans[key]
+
+    async def _republish(self, send: Send) -> None:
         async with self._one_at_a_time:
             refusals = 0
             while True:
                 if refusals:
-                    await asyncio.sleep(backoff(refusals - 1))
+                    await asyncio.sleep(backoff(refusals - 1, cap=REPUBLISH_PAUSE_CAP))
                 try:
                     await send(await self.channels.channel(refusals))
                 except (asyncio.CancelledError, PublishError):
@@ -156,6 +217,22 @@ class ReplyBackpressure:
                     continue
                 break
         self._confirmed()
+
+    def _republished(self, task: "asyncio.Task[None]") -> None:
+        self._republishing.discard(task)
+        self.held -= 1
+        self.metrics.replies_held.set(self.held)
+        if not task.cancelled():
+            task.exception()  # retrieved: the delivery or its redelivery acts on it
+
+    async def close(self) -> None:
+        """At shutdown: the jobs of replies still refused stay unacknowledged, for the
+        broker to hand to another worker."""
+        for task in list(self._republishing):
+            task.cancel()
+        await asyncio.gather(*self._republishing, return_exceptions=True)
+        self.orphans.clear()
+        await self.channels.close()
 
     def _hold(self, error: BaseException) -> None:
         self.held += 1
@@ -193,11 +270,6 @@ class ReplyBackpressure:
         self._open.set()
         self.readiness.replies_accepted = True
         self.readiness.update()
-
-    async def release(self) -> None:
-        """A held job is settled (or given up)."""
-        self.held -= 1
-        self.metrics.replies_held.set(self.held)
 
 
 def _reason(error: BaseException) -> str:

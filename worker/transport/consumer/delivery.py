@@ -21,7 +21,9 @@ When the reply cannot be delivered:
 * the broker refuses the reply (nack: a full reply queue, a queue without a leader):
   backpressure, never a dead letter. The job is held, unacknowledged, new deliveries
   wait, and the reply is published again until confirmed
-  (`worker.transport.consumer.backpressure`), then the job is acknowledged;
+  (`worker.transport.consumer.backpressure`), then the job is acknowledged. Should the
+  broker take the job back meanwhile, the reply is still published, and the job's
+  redelivery is acknowledged once it is confirmed, not rendered again;
 * the connection or channel fails while publishing: the delivery went with the channel,
   so the broker hands the job out again, and it is answered then (the worker cannot
   acknowledge it any more: publishing its reply elsewhere would only answer it twice);
@@ -61,7 +63,7 @@ from worker.ops.metrics import Metrics, kind_label
 from worker.render.renderer import Renderer
 from worker.render.replies import Failure, RenderOutcome, failure_reply
 from worker.transport.consumer.acks import AcksNotSent, BatchedAcks
-from worker.transport.consumer.backpressure import ReplyBackpressure
+from worker.transport.consumer.backpressure import HeldReply, ReplyBackpressure, held_key
 from worker.transport.consumer.inflight import ByteBudget, PrefetchPolicy
 from worker.transport.consumer.reply_limit import (
     BROKER_DEFAULT_MAX_MESSAGE_BYTES,
@@ -275,20 +277,35 @@ class DeliveryPath:
         )
 
     async def _handle(self, delivery: Delivery) -> None:
+        if delivery.attempt and self.backpressure.orphans:
+            # A job the broker took back while its refused reply was held: that reply
+            # answers it, once confirmed.
+            held = self.backpressure.claim(held_key(delivery.message))
+            if held is not None and await self._answered_by(delivery, held):
+                await self._conclude(delivery, Decision(held.outcome, "ack", False, held=True))
+                return
         decision = await self._decide(delivery)
         if delivery.span is not None and decision.outcome is not None:
             delivery.span.rendered(decision.outcome)
         if decision.retry is not None:
             await self._conclude(delivery, decision)
             return
-        held = False
+        decision = await self._publish(delivery, decision)
+        await self._conclude(delivery, decision)
+
+    async def _answered_by(self, delivery: Delivery, held: HeldReply) -> bool:
+        """Wait for a claimed held reply: True once confirmed; False when it cannot be
+        (the broker returned it as unroutable: the job is handled afresh)."""
         try:
-            decision = await self._publish(delivery, decision)
-            held = decision.held
-            await self._conclude(delivery, decision)
-        finally:
-            if held:
-                await self.backpressure.release()
+            await asyncio.shield(held.republishing)
+        except asyncio.CancelledError:
+            if not held.republishing.done():
+                # This delivery is lost too: the next one claims the reply.
+                self.backpressure.orphan(held_key(delivery.message), held)
+            raise
+        except Exception:
+            return False
+        return True
 
     async def _decide(self, delivery: Delivery) -> Decision:
         """Render the job, here or in the helper process: the reply and how to settle."""
@@ -414,12 +431,18 @@ class DeliveryPath:
             self.log.warning(
                 "reply_refused", job_id=outcome.job_id, attempt=delivery.attempt, error=str(exc)
             )
+            held = self.backpressure.hold(
+                exc, outcome, partial(self._send, outcome, delivery, routing_key)
+            )
             try:
-                await self.backpressure.publish_held(
-                    exc, partial(self._send, outcome, delivery, routing_key)
-                )
+                # Shielded: should the channel close under the job (the broker takes it
+                # back), its reply goes on being published for the redelivery to claim.
+                await asyncio.shield(held.republishing)
+            except asyncio.CancelledError:
+                if not held.republishing.done():
+                    self.backpressure.orphan(held_key(delivery.message), held)
+                raise
             except PublishError:
-                await self.backpressure.release()
                 if reply_to is not None:
                     self.log.warning("reply_unroutable", job_id=outcome.job_id, reply_to_gone=True)
                     return decision
@@ -429,9 +452,6 @@ class DeliveryPath:
                     reply_queue=self.topology.reply_queue,
                 )
                 return replace(decision, settle="dead_letter")
-            except BaseException:
-                await self.backpressure.release()
-                raise
             return replace(decision, held=True)
         except asyncio.CancelledError:
             raise
@@ -581,6 +601,8 @@ class JobReport:
             "reply": "reply_to" if reply_to else "default",
             "settled": settled,
         }
+        if decision.held:
+            fields["reply_held"] = True  # refused by the broker, published again
         if retry is not None:
             fields["reason"] = retry.reason
             if retry.backoff:

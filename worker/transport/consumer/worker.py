@@ -208,7 +208,7 @@ class Worker:
     async def _close(self) -> None:
         if self.link.up:
             await asyncio.sleep(SETTLE_BEFORE_CLOSE)
-        await self.deliveries.backpressure.channels.close()
+        await self.deliveries.backpressure.close()
         await self.link.close()
         self.deliveries.close()
         self.log.info("stopped")
