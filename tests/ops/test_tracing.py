@@ -365,6 +365,19 @@ def test_attribute_values_of_every_type_decode_as_written() -> None:
         assert (kv.key, plain(kv.value)) == ("k", value)
 
 
+def test_a_repeating_attribute_decodes_as_written_every_time_whatever_its_type() -> None:
+    # Encoded once per (key, type, value): True and 1, or 1 and "1", stay apart.
+    values: list[object] = [True, 1, "1", False, 0, "rabbitmq", True, 1, "1"]
+    for value in values:
+        span = Span.FromString(key_value("messaging.system", value))
+        [kv] = span.attributes
+        assert (kv.key, plain(kv.value), type(plain(kv.value))) == (
+            "messaging.system",
+            value,
+            type(value),
+        )
+
+
 class StuckReceiver(CapturingReceiver):
     """A receiver that never answers until released."""
 

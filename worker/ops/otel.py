@@ -149,7 +149,12 @@ class Sampler:
 # -- OTLP protobuf, field by field (opentelemetry/proto/trace/v1/trace.proto) --------
 
 
+_ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
+
+
 def varint(value: int) -> bytes:
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     if value < 0:
         value += 1 << 64  # int64: two's complement, ten bytes
     out = bytearray()
@@ -176,9 +181,43 @@ def any_value(value: Any) -> bytes:
 
 
 _KEYS: dict[str, bytes] = {}
+# Attributes whose values repeat from span to span (the queue, the kind, the family...):
+# each pair is encoded once. The others (ids, sizes, counts) are encoded every time.
+_REPEATING = frozenset(
+    {
+        "messaging.system",
+        "messaging.operation.type",
+        "messaging.operation.name",
+        "messaging.destination.name",
+        "messaging.rabbitmq.destination.routing_key",
+        "messaging.consumer.group.name",
+        "messaging.rabbitmq.message.redelivered",
+        "prompt_worker.status",
+        "prompt_worker.kind",
+        "prompt_worker.family",
+        "prompt_worker.template_version",
+        "prompt_worker.budget.trimmed",
+        "error.type",
+    }
+)
+_PAIRS: dict[tuple[str, type, Any], bytes] = {}
+_PAIRS_KEPT = 4096  # a bound, should a repeating attribute's values not repeat after all
 
 
 def key_value(key: str, value: Any) -> bytes:
+    if key in _REPEATING:
+        # The type too: True == 1 and "1" != 1, but each encodes differently.
+        pair = (key, type(value), value)
+        encoded = _PAIRS.get(pair)
+        if encoded is None:
+            encoded = _encode_key_value(key, value)
+            if len(_PAIRS) < _PAIRS_KEPT:
+                _PAIRS[pair] = encoded
+        return encoded
+    return _encode_key_value(key, value)
+
+
+def _encode_key_value(key: str, value: Any) -> bytes:
     prefix = _KEYS.get(key)
     if prefix is None:
         prefix = _KEYS[key] = length_delimited(b"\x0a", key.encode())
