@@ -36,6 +36,7 @@ from tests.deploy.docker_env import (
     run_script,
     unique_name,
 )
+from tests.integration.helpers import free_port
 from worker.render.config import load_config
 from worker.render.renderer import Renderer
 from worker.transport.producers.client import PromptClient
@@ -147,8 +148,15 @@ def stack() -> Iterator[Stack]:
     built_image()
     run_script("build-standins", "rabbitmq", "prometheus")
     project = unique_name("pw-stack-test")
-    # The environment's STACK_*_PORT values win over the env file's, as in compose.
-    the_stack = Stack(project, {**os.environ, "COMPOSE_PROJECT_NAME": project})
+    # The environment's STACK_*_PORT values win over the env file's, as in compose. The
+    # test's stack publishes on ports found free now: the env file's fixed ones may be
+    # held by a stand-in stack a developer left up, or by anything else on the machine.
+    ports = {
+        name: str(free_port())
+        for name in env_file()
+        if name.startswith("STACK_") and name.endswith("_PORT") and name not in os.environ
+    }
+    the_stack = Stack(project, {**os.environ, **ports, "COMPOSE_PROJECT_NAME": project})
 
     def both_ready() -> bool:
         workers = the_stack.containers("worker")
