@@ -177,6 +177,17 @@ class ReplyBackpressure:
         task.add_done_callback(self._republished)
         return HeldReply(outcome, task)
 
+    async def confirmed(self, held: HeldReply, key: bytes) -> None:
+        """Until `held` is confirmed (raising as its task does). Should the waiting
+        delivery be lost meanwhile (its channel closed: the broker takes the job back),
+        the reply goes on being published, kept under `key` for the redelivery."""
+        try:
+            await asyncio.shield(held.republishing)
+        except asyncio.CancelledError:
+            if not held.republishing.done():
+                self.orphan(key, held)
+            raise
+
     def orphan(self, key: bytes, held: HeldReply) -> None:
         """The delivery `held` answers was lost: keep it for the redelivery to `claim`."""
         self._prune()

@@ -297,11 +297,8 @@ class DeliveryPath:
         """Wait for a claimed held reply: True once confirmed; False when it cannot be
         (the broker returned it as unroutable: the job is handled afresh)."""
         try:
-            await asyncio.shield(held.republishing)
+            await self.backpressure.confirmed(held, held_key(delivery.message))
         except asyncio.CancelledError:
-            if not held.republishing.done():
-                # This delivery is lost too: the next one claims the reply.
-                self.backpressure.orphan(held_key(delivery.message), held)
             raise
         except Exception:
             return False
@@ -412,18 +409,7 @@ class DeliveryPath:
                     )
                 await self._send(outcome, delivery, routing_key)
         except PublishError:
-            if reply_to is not None:
-                # The RPC client's reply queue is gone (it timed out or exited): nobody
-                # can ever read this reply. Settle the job as if answered; retrying
-                # would loop until the delivery limit for nothing.
-                self.log.warning("reply_unroutable", job_id=outcome.job_id, reply_to_gone=True)
-                return decision
-            # The reply queue could not be declared again: keep the job, in the
-            # dead-letter queue, instead of answering into the void.
-            self.log.error(
-                "reply_unroutable", job_id=outcome.job_id, reply_queue=self.topology.reply_queue
-            )
-            return replace(decision, settle="dead_letter")
+            return self._unroutable(decision, reply_to)
         except DeliveryError as exc:
             # Refused for the broker's reasons (a full reply queue with reject-publish,
             # a queue without a leader): backpressure, not the job's fault. The job is
@@ -435,23 +421,9 @@ class DeliveryPath:
                 exc, outcome, partial(self._send, outcome, delivery, routing_key)
             )
             try:
-                # Shielded: should the channel close under the job (the broker takes it
-                # back), its reply goes on being published for the redelivery to claim.
-                await asyncio.shield(held.republishing)
-            except asyncio.CancelledError:
-                if not held.republishing.done():
-                    self.backpressure.orphan(held_key(delivery.message), held)
-                raise
+                await self.backpressure.confirmed(held, held_key(delivery.message))
             except PublishError:
-                if reply_to is not None:
-                    self.log.warning("reply_unroutable", job_id=outcome.job_id, reply_to_gone=True)
-                    return decision
-                self.log.error(
-                    "reply_unroutable",
-                    job_id=outcome.job_id,
-                    reply_queue=self.topology.reply_queue,
-                )
-                return replace(decision, settle="dead_letter")
+                return self._unroutable(decision, reply_to)
             return replace(decision, held=True)
         except asyncio.CancelledError:
             raise
@@ -467,6 +439,20 @@ class DeliveryPath:
             again = Retry(f"reply not confirmed: {exc!r}", settled="unsettled")
             return replace(decision, settle="requeue", retry=again)
         return decision
+
+    def _unroutable(self, decision: Decision, reply_to: str | None) -> Decision:
+        """The broker returned the reply: no queue takes it."""
+        job_id = decision.outcome.job_id if decision.outcome is not None else None
+        if reply_to is not None:
+            # The RPC client's reply queue is gone (it timed out or exited): nobody can
+            # ever read this reply. Settle the job as if answered; retrying would loop
+            # until the delivery limit for nothing.
+            self.log.warning("reply_unroutable", job_id=job_id, reply_to_gone=True)
+            return decision
+        # The default reply queue could not be declared again: keep the job, in the
+        # dead-letter queue, instead of answering into the void.
+        self.log.error("reply_unroutable", job_id=job_id, reply_queue=self.topology.reply_queue)
+        return replace(decision, settle="dead_letter")
 
     async def _send(
         self,
