@@ -121,7 +121,7 @@ async def test_connect_first_names_every_address_tried_and_stops_at_wrong_creden
     )
     assert "s3cret" not in message
 
-    from tests.transport.test_broker_failures import REFUSED
+    from tests.transport.link.test_broker_failures import REFUSED
 
     calls: list[str] = []
 
