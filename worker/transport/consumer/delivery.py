@@ -94,13 +94,17 @@ def delivery_count(message: DeliveredMessage) -> int:
     """How many times this job was handed out before without being settled.
 
     Quorum queues count it in `x-delivery-count`; elsewhere only the redelivered flag
-    is known.
+    is known. A redelivered job counts as handed out before whatever the count says:
+    from RabbitMQ 4.3 a quorum queue counts only explicit returns, so a job whose worker
+    died under it comes back flagged but uncounted, and must still be taken as suspect
+    (rendered in the helper process, where it cannot kill the worker again).
     """
+    frame = message.delivery
+    redelivered = 1 if isinstance(frame, Basic.Deliver) and frame.redelivered else 0
     value = (message.header.properties.headers or {}).get("x-delivery-count")
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    frame = message.delivery
-    return 1 if isinstance(frame, Basic.Deliver) and frame.redelivered else 0
+        return max(value, redelivered)
+    return redelivered
 
 
 Settle = Literal["ack", "dead_letter", "requeue"]
