@@ -5,7 +5,7 @@ from typing import Any, cast
 
 import pytest
 from aiormq.abc import AbstractChannel, DeliveredMessage
-from aiormq.exceptions import DeliveryError
+from aiormq.exceptions import DeliveryError, PublishError
 from pamqp.commands import Basic
 from pamqp.header import ContentHeader
 
@@ -138,3 +138,25 @@ async def test_orphans_are_kept_for_a_while_and_at_most_so_many(
     assert list(replies.orphans) == [b"pending"]
     await replies.close()
     assert pending.republishing.cancelled()
+
+
+async def test_a_held_reply_returned_as_unroutable_opens_the_door(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The caller's queue went while its reply was refused: the broker takes publishes
+    # again, so new deliveries must not wait for a confirm that will never come.
+    monkeypatch.setattr(backpressure, "REPUBLISH_PAUSE_CAP", 0.01)
+
+    async def returned(_: Any) -> None:
+        frame = Basic.Return(reply_code=312, reply_text="NO_ROUTE", routing_key="gone")
+        header = ContentHeader(0, 5, Basic.Properties())
+        message = DeliveredMessage(frame, header, b"reply", cast(AbstractChannel, None))
+        raise PublishError(message, frame)
+
+    replies = pressure(RefusingChannel(refusals=0))
+    held = replies.hold(refusal(), RenderOutcome(b"reply", "ok"), returned)
+    assert replies.engaged
+    with pytest.raises(PublishError):
+        await asyncio.wait_for(held.republishing, timeout=10)
+    assert not replies.engaged and replies.held == 0
+    await asyncio.wait_for(replies.admit(), timeout=1)

@@ -213,7 +213,12 @@ class ReplyBackpressure:
                     await asyncio.sleep(backoff(refusals - 1, cap=REPUBLISH_PAUSE_CAP))
                 try:
                     await send(await self.channels.channel(refusals))
-                except (asyncio.CancelledError, PublishError):
+                except asyncio.CancelledError:
+                    raise
+                except PublishError:
+                    # Returned as unroutable: the broker takes replies again (the caller's
+                    # queue is gone), so the door opens as for a confirmed one.
+                    self._confirmed()
                     raise
                 except Exception as exc:
                     refusals += 1
