@@ -298,7 +298,7 @@ async def test_processes_compete_are_restarted_and_stop_together(
     # The kill must land while the victim holds unsettled jobs; between two of its
     # batched acks it can hold none for a moment, so it is let run on and frozen again.
     for _ in range(5):
-        held = held_while_stopped(victim, within=6.0)
+        held = await asyncio.to_thread(held_while_stopped, victim, 6.0)
         if held:
             break
         os.kill(victim, signal.SIGCONT)
