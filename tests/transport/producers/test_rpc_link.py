@@ -4,9 +4,20 @@ that do not answer (closed ports refuse at once)."""
 import socket
 
 import pytest
+from aiormq.exceptions import (
+    ChannelAccessRefused,
+    ChannelLockedResource,
+    ChannelNotFoundEntity,
+)
 
 from worker.transport.link.broker_failures import ConnectFailed
-from worker.transport.producers.rpc import FIRST_PAUSE, MAX_PAUSE, RpcLink, first_pause
+from worker.transport.producers.rpc import (
+    FIRST_PAUSE,
+    MAX_PAUSE,
+    RpcLink,
+    first_pause,
+    passes_soon,
+)
 from worker.transport.retry import JITTER, Backoff
 
 
@@ -45,3 +56,16 @@ async def test_opening_names_every_address_that_did_not_answer() -> None:
     assert raised.value.tried == [f"127.0.0.1:{port}" for port in ports]
     assert not link.connected and link.broker is None
     await link.close()
+
+
+def test_only_what_another_attempt_mends_lets_a_closed_channel_pass() -> None:
+    ours = "prompt-worker.rerender.0b73d71f"
+    # The node that held our reply queue died: the cluster is still removing it.
+    gone = ChannelNotFoundEntity(f"NOT_FOUND - no queue '{ours}' in vhost '/'")
+    assert passes_soon(gone, ours)
+    assert passes_soon(ChannelLockedResource("RESOURCE_LOCKED - cannot obtain access"), ours)
+    # Someone else's queue missing, or another refusal, is the run's end.
+    other = ChannelNotFoundEntity("NOT_FOUND - no queue 'build-prompt' in vhost '/'")
+    assert not passes_soon(other, ours)
+    assert not passes_soon(other, "build")  # a name that is only part of another
+    assert not passes_soon(ChannelAccessRefused(f"ACCESS_REFUSED - queue '{ours}'"), ours)

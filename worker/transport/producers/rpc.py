@@ -40,7 +40,7 @@ from typing import Any, TypeGuard
 
 import aiormq
 from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
-from aiormq.exceptions import ChannelClosed, ChannelLockedResource
+from aiormq.exceptions import ChannelClosed, ChannelLockedResource, ChannelNotFoundEntity
 from yarl import URL
 
 from worker.transport.link.addresses import SEPARATOR, connect_first
@@ -74,6 +74,16 @@ class Reconnect:
 
     give_up_after: int | None = None
     channel_errors_final: bool = False
+
+
+def passes_soon(reason: ChannelClosed, reply_queue: str) -> bool:
+    """A channel the broker closed over what the next attempt mends: a queue still held
+    by a lost connection of ours (RESOURCE_LOCKED), or our own reply queue found missing
+    while the cluster cleans up after the node that held it died (NOT_FOUND naming it:
+    it is declared again)."""
+    if isinstance(reason, ChannelLockedResource):
+        return True
+    return isinstance(reason, ChannelNotFoundEntity) and repr(reply_queue) in str(reason)
 
 
 def first_pause(url: str | URL) -> float:
@@ -271,12 +281,12 @@ class RpcLink:
         channel.closing.add_done_callback(lost)
 
     def _broker_closed(self, reason: BaseException | None) -> TypeGuard[ChannelClosed]:
-        """Whether the broker closed the channel under a connection that stays up. A
-        queue still held by a lost connection of ours (RESOURCE_LOCKED) passes soon."""
+        """Whether the broker closed the channel under a connection that stays up, over
+        something another attempt does not mend (`passes_soon`)."""
         connection = self._connection
         return (
             isinstance(reason, ChannelClosed)
-            and not isinstance(reason, ChannelLockedResource)
+            and not passes_soon(reason, self.reply_queue)
             and connection is not None
             and not connection.is_closed
         )
