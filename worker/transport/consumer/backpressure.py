@@ -177,15 +177,16 @@ class ReplyBackpressure:
         task.add_done_callback(self._republished)
         return HeldReply(outcome, task)
 
-    async def confirmed(self, held: HeldReply, key: bytes) -> None:
-        """Until `held` is confirmed (raising as its task does). Should the waiting
-        delivery be lost meanwhile (its channel closed: the broker takes the job back),
-        the reply goes on being published, kept under `key` for the redelivery."""
+    async def confirmed(self, held: HeldReply, job: DeliveredMessage) -> None:
+        """Until `held` is confirmed (raising as its task does). Should the delivery of
+        `job` be lost meanwhile (its channel closed: the broker takes the job back), the
+        reply goes on being published, kept for the job's redelivery."""
         try:
             await asyncio.shield(held.republishing)
         except asyncio.CancelledError:
             if not held.republishing.done():
-                self.orphan(key, held)
+                # Only now the job's digest: most held replies never lose their delivery.
+                self.orphan(held_key(job), held)
             raise
 
     def orphan(self, key: bytes, held: HeldReply) -> None:

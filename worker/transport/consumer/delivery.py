@@ -301,7 +301,7 @@ class DeliveryPath:
         """Wait for a claimed held reply: True once confirmed; False when it cannot be
         (the broker returned it as unroutable: the job is handled afresh)."""
         try:
-            await self.backpressure.confirmed(held, held_key(delivery.message))
+            await self.backpressure.confirmed(held, delivery.message)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -425,7 +425,7 @@ class DeliveryPath:
                 exc, outcome, partial(self._send, outcome, delivery, routing_key)
             )
             try:
-                await self.backpressure.confirmed(held, held_key(delivery.message))
+                await self.backpressure.confirmed(held, delivery.message)
             except PublishError:
                 return self._unroutable(decision, reply_to)
             return replace(decision, held=True)
