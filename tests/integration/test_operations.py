@@ -34,6 +34,7 @@ from worker.render.renderer import Renderer
 from worker.transport.consumer.worker import Worker
 from worker.transport.link import topology as topology_module
 from worker.transport.link.topology import Topology
+from worker.transport.processes.offload import RenderPool
 from worker.transport.producers.client import PromptClient, PromptClientError, PromptTimeout
 from worker.transport.settings import Settings
 
@@ -237,6 +238,66 @@ async def test_an_exception_while_rendering_is_an_internal_error_reply_and_dead_
     assert "apply" in line["exception"]
     # The exception's message quotes job data: withheld below debug level.
     assert "secret-explodes" not in stream.getvalue()
+
+
+class _HeldHelper(RenderPool):
+    """A render pool whose helper's start-up lasts until the test lets it finish."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config, 1 << 20)
+        self.finish = asyncio.Event()
+        self.warmed = False
+
+    async def warm_up(self) -> bool:
+        await self.finish.wait()
+        self.warmed = True
+        return True
+
+
+async def test_the_consumer_starts_once_the_render_helper_has_started(topo: Topology) -> None:
+    """The helper's start-up (about a second of a core) never lands on the first jobs."""
+    settings = Settings(
+        amqp_url=AMQP_URL,
+        request_queue=topo.request_queue,
+        reply_queue=topo.reply_queue,
+        dead_letter_queue=topo.dead_letter,
+        http_port=0,
+    )
+    renderer = Renderer(load_config(CONFORMANCE_CONFIG))
+    pool = _HeldHelper(renderer.config)
+    worker = Worker(settings, renderer, Metrics("test"), render_pool=pool)
+    connection = await aio_pika.connect(AMQP_URL)
+    running = asyncio.create_task(worker.run())
+
+    async def consumers() -> int | None:
+        """The request queue's consumers; None while it is not declared."""
+        async with connection.channel() as channel:
+            try:
+                declared = await channel.declare_queue(topo.request_queue, passive=True)
+            except aio_pika.exceptions.ChannelClosed:
+                return None
+            return int(declared.declaration_result.consumer_count or 0)
+
+    async def declared() -> bool:
+        return await consumers() is not None
+
+    async def consuming() -> bool:
+        return await consumers() == 1
+
+    try:
+        await wait_for(declared, 60, "the worker's topology")
+        # Declared, and the consumer waits for the helper.
+        with pytest.raises(AssertionError, match="timed out"):
+            await wait_for(consuming, 3, "a consumer while the helper starts")
+        assert not worker.ready
+        pool.finish.set()
+        await wait_for(consuming, 60, "the consumer")
+        assert pool.warmed
+    finally:
+        pool.finish.set()
+        worker.request_stop()
+        assert await asyncio.wait_for(running, 60) == 0
+        await connection.close()
 
 
 # -- big jobs ------------------------------------------------------------------------

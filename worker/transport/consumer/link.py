@@ -23,7 +23,7 @@ operator may be mid-change.
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any, cast
 
@@ -44,6 +44,7 @@ from worker.transport.retry import backoff
 from worker.transport.settings import Settings
 
 OnMessage = Callable[[BatchedAcks, DeliveredMessage], Coroutine[Any, Any, None]]
+BeforeConsuming = Callable[[], Awaitable[None]]
 
 
 class TopologyError(Exception):
@@ -78,6 +79,7 @@ class ConsumerLink:
         metrics: Metrics,
         log: FilteringBoundLogger,
         on_message: OnMessage,
+        before_consuming: BeforeConsuming | None = None,
     ) -> None:
         self.settings = settings
         self.topology = settings.topology
@@ -88,6 +90,8 @@ class ConsumerLink:
         self.metrics = metrics
         self.log = log
         self._on_message = on_message
+        # Awaited once, before the first consumer is registered.
+        self._before_consuming = before_consuming
         self.link: BrokerLink | None = None
         self.connection: AbstractConnection | None = None
         self.channel: AbstractChannel | None = None
@@ -182,6 +186,8 @@ class ConsumerLink:
                     f"{topology.rabbitmq_definitions(self.topology)}; delete or migrate them."
                 ) from exc
             self.channel = channel
+            if first and self._before_consuming is not None:
+                await self._before_consuming()
             if self.consume_wanted:
                 try:
                     await self._consume(channel)

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 # settle. Delivery stays at least once either way; a clean stop just no longer causes
 # duplicates.
 SETTLE_BEFORE_CLOSE = 0.3
+# The longest the first consumer waits for the render helper's start-up (about a second
+# of a core; much more only on a machine short of CPU or memory).
+HELPER_START_WAIT = 30.0
 
 
 class Worker:
@@ -97,8 +100,10 @@ class Worker:
             metrics=metrics,
             log=self.log,
             on_message=self.deliveries.on_message,
+            before_consuming=self._render_helper_started,
         )
         self._stop = asyncio.Event()
+        self._warming: asyncio.Task[None] | None = None
 
     def readiness(self) -> dict[str, bool]:
         return self.state.facts()
@@ -135,9 +140,10 @@ class Worker:
         if self._stop.is_set():
             return 0
         pool = self.deliveries.pool
-        # The render helper starts while the connection is made and before consuming:
-        # its start-up never lands on a job (nor on a benchmark's CPU figures).
-        warming = asyncio.create_task(self._warm_up(pool))
+        # The render helper starts while the connection is made, and the consumer waits
+        # for it (`_render_helper_started`): its start-up never lands on a job (nor on a
+        # benchmark's CPU figures).
+        warming = self._warming = asyncio.create_task(self._warm_up(pool))
         keeping = asyncio.create_task(self.link.keep())
         stopping = asyncio.create_task(self._stop.wait())
         await asyncio.wait({keeping, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -152,6 +158,12 @@ class Worker:
         await asyncio.gather(keeping, warming, stopping, return_exceptions=True)
         await self._close()
         return exit_code
+
+    async def _render_helper_started(self) -> None:
+        """Before the first consumer: wait for the render helper's start-up, bounded
+        (the worker consumes without it rather than not at all)."""
+        if self._warming is not None:
+            await asyncio.wait({self._warming}, timeout=HELPER_START_WAIT)
 
     async def _warm_up(self, pool: RenderPool) -> None:
         if not await pool.warm_up():
