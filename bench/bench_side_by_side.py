@@ -20,6 +20,11 @@ alternating round by round, then the percentiles of all calls of each value.
     .venv/bin/python bench/bench_side_by_side.py --rounds 6 --jobs 30000 --calls 2000
     .venv/bin/python bench/bench_side_by_side.py --setting amqp_codec --values fast,pamqp
     .venv/bin/python bench/bench_side_by_side.py --setting tracing --values on,off
+    .venv/bin/python bench/bench_side_by_side.py --setting tree --values .,/tmp/before
+
+`--setting tree` compares two checkouts (`git archive` of an older commit into a
+directory): each value is a tree, whose `serve` runs from its own directory on this
+checkout's virtual environment.
 
 `--setting tracing` compares tracing variants (`off`, `on`: every job sampled, `1pct`:
 one job in a hundred), set by the standard OTEL_* variables, exporting over OTLP/HTTP
@@ -70,6 +75,8 @@ TRACING: dict[str, dict[str, str]] = {
 
 
 def setting_env(setting: str, value: str) -> dict[str, str]:
+    if setting == "tree":
+        return {}
     if setting != "tracing":
         return {f"PROMPT_WORKER_{setting.upper()}": value}
     if value == "off":
@@ -103,14 +110,21 @@ def start(
     setting: str, value: str, topo: topology.Topology, url: str, log: Path
 ) -> subprocess.Popen[bytes]:
     env = {**serve_env(topo, url, 64, CONFIG), **setting_env(setting, value)}
+    # `--setting tree`: each value is a checkout, whose `serve` runs from its directory.
+    cwd = Path(value).resolve() if setting == "tree" else REPO
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "worker", "serve"],
-            cwd=REPO,
+            cwd=cwd,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+
+
+def log_name(value: str) -> str:
+    """A log file's name for a value (a `--setting tree` value is a path)."""
+    return value.strip("/").replace("/", "_") + ".log"
 
 
 def jobs_logged(log: Path) -> int:
@@ -168,7 +182,7 @@ async def side_by_side(
         topo = await fresh_topology(channel)
         try:
             values = args.values
-            meter = SideBySide(args.jobs, {value: logs / f"{value}.log" for value in values})
+            meter = SideBySide(args.jobs, {value: logs / log_name(value) for value in values})
             await meter.fill(channel, topo.request_queue, body)
             # The first started takes the first deliveries: alternate which one it is.
             for value in reversed(values) if args.round % 2 else values:
@@ -190,7 +204,7 @@ async def sequential(value: str, body: bytes, args: argparse.Namespace, logs: Pa
     async with await aio_pika.connect(args.amqp_url) as connection:
         channel = await connection.channel()
         topo = await fresh_topology(channel)
-        process = start(args.setting, value, topo, args.amqp_url, logs / f"seq-{value}.log")
+        process = start(args.setting, value, topo, args.amqp_url, logs / f"seq-{log_name(value)}")
         try:
             async with PromptClient(args.amqp_url, request_queue=topo.request_queue) as client:
                 for _ in range(200):  # warm-up: connection, caches

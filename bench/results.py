@@ -3,11 +3,19 @@
     bench/run                      # every benchmark of the table (about 10 minutes)
     bench/run --skip e2e           # without RabbitMQ
     bench/run --table-only         # rebuild bench/results.md from bench/results.json
+    bench/run --before /tmp/before # this tree against another, side by side
 
 Each benchmark runs as its own process with `--json`; the figures go to
 bench/results.json (with the commit, the machine and the load average) and the table
 to bench/results.md, which is the table docs/PERFORMANCE.md shows (tests/test_docs.py
 checks that they agree). A skipped benchmark keeps its figures of the last run.
+
+`--before TREE` measures an earlier checkout beside this one (`git archive REV | tar -x
+-C TREE`; it runs on this checkout's virtual environment): each benchmark runs in this
+tree and then in that one, the end-to-end drains of both workers interleaved with the
+echo's in one run, and both trees render the conformance cases and collect their test
+suites. The figures go to bench/before_after.json and the table to
+bench/before_after.md.
 """
 
 import argparse
@@ -26,6 +34,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_JSON = REPO / "bench" / "results.json"
 RESULTS_MD = REPO / "bench" / "results.md"
+BEFORE_AFTER_JSON = REPO / "bench" / "before_after.json"
+BEFORE_AFTER_MD = REPO / "bench" / "before_after.md"
+CONFORMANCE = REPO / "tests" / "conformance"
 
 # name -> the benchmark's command line (the JSON goes to stdout unless `{out}` is given).
 BENCHMARKS: dict[str, list[str]] = {
@@ -40,14 +51,15 @@ Results = dict[str, Any]
 Row = tuple[str, str, bool | None]
 
 
-def run_benchmark(name: str) -> Any:
-    command = [sys.executable, *BENCHMARKS[name]]
+def run_benchmark(name: str, tree: Path = REPO, extra: tuple[str, ...] = ()) -> Any:
+    """The figures of one benchmark, run from `tree`'s bench/ (this interpreter)."""
+    command = [sys.executable, *BENCHMARKS[name], *extra]
     with tempfile.TemporaryDirectory(prefix="bench-run-") as workdir:
         out = Path(workdir) / "figures.json"
         command = [str(out) if part == "{out}" else part for part in command]
-        print(f"bench/run: {' '.join(command[1:])}", file=sys.stderr, flush=True)
+        print(f"bench/run ({tree}): {' '.join(command[1:])}", file=sys.stderr, flush=True)
         run = subprocess.run(
-            command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True
+            command, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True
         )
         return json.loads(out.read_text() if out.exists() else run.stdout)
 
@@ -177,6 +189,129 @@ def header(results: Results) -> str:
     )
 
 
+# Run in a tree: render this checkout's conformance cases with that tree's renderer.
+CONFORMANCE_CHECK = """
+import json, sys
+sys.path.insert(0, ".")
+from worker.render.config import load_config
+from worker.render.renderer import Renderer
+renderer = Renderer(load_config(sys.argv[1]))
+total = exact = 0
+for path in sys.argv[2:]:
+    for line in open(path, encoding="utf-8"):
+        case = json.loads(line)
+        total += 1
+        outcome = renderer.render(json.dumps(case["job"]).encode())
+        if outcome.status == "ok" and json.loads(outcome.body)["messages"] == case["expected_messages"]:
+            exact += 1
+print(json.dumps({"cases": total, "byte_exact": exact}))
+"""
+
+
+def conformance(tree: Path) -> dict[str, int]:
+    """How many of the reference renderings `tree` renders to the byte."""
+    cases = [str(CONFORMANCE / name) for name in ("cases.jsonl", "families.jsonl")]
+    run = subprocess.run(
+        [sys.executable, "-c", CONFORMANCE_CHECK, str(CONFORMANCE / "worker.yaml"), *cases],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(json.loads(run.stdout))
+
+
+def collected(tree: Path) -> dict[str, int]:
+    """The tests `tree`'s suite collects: all, and those of its broker and failure
+    suites (tests/integration)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    tests = [line for line in run.stdout.splitlines() if "::" in line]
+    return {
+        "tests": len(tests),
+        "integration": sum(1 for test in tests if test.startswith("tests/integration/")),
+    }
+
+
+def split_e2e(figures: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
+    """A `bench_e2e.py --before` run's figures as two runs, this tree's and the tree
+    before's, each with the echo drains of the run (the worker before is `before`)."""
+    now = [f for f in figures if f["worker"] in ("echo", "render")]
+    then = [
+        {**f, "worker": "render"} if f["worker"] == "before" else f
+        for f in figures
+        if f["worker"] in ("echo", "before")
+    ]
+    return now, then
+
+
+def before_after(before: Path, before_name: str, skip: list[str]) -> Results:
+    """Each benchmark of the table in this tree and in `before`, one after the other."""
+    loads: list[float] = []
+    now: dict[str, Any] = {}
+    then: dict[str, Any] = {}
+    for name in BENCHMARKS:
+        if name in skip:
+            continue
+        loads.append(os.getloadavg()[0])
+        if name == "e2e":
+            # One run: both workers' drains interleaved with the echo's.
+            now[name], then[name] = split_e2e(run_benchmark(name, extra=("--before", str(before))))
+        else:
+            now[name] = run_benchmark(name)
+            then[name] = run_benchmark(name, tree=before)
+    loads.append(os.getloadavg()[0])
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+        "commit": commit(),
+        "before": before_name,
+        "machine": describe_machine(),
+        "loadavg": [min(loads), statistics.median(loads), max(loads)],
+        "conformance": {"before": conformance(before), "now": conformance(REPO)},
+        "tests": {"before": collected(before), "now": collected(REPO)},
+        "figures": {"before": then, "now": now},
+    }
+
+
+def before_after_table(results: Results) -> str:
+    """The Markdown table of a `--before` run: each row before and now."""
+    before, now = results["before"], results["commit"]
+    lines = [f"| | before (`{before}`) | now (`{now}`) |", "|---|---|---|"]
+    cases = results["conformance"]
+    lines.append(
+        "| conformance cases rendered to the byte | "
+        + " | ".join(f"{c['byte_exact']} of {c['cases']}" for c in (cases["before"], cases["now"]))
+        + " |"
+    )
+    tests = results["tests"]
+    lines.append(
+        "| tests collected (broker and failure suites, tests/integration) | "
+        + " | ".join(
+            f"{t['tests']:,} ({t['integration']})" for t in (tests["before"], tests["now"])
+        )
+        + " |"
+    )
+    figures = results["figures"]
+    for name in BENCHMARKS:
+        if name not in figures["now"]:
+            continue
+        rows = zip(
+            ROWS[name](figures["before"][name]), ROWS[name](figures["now"][name]), strict=True
+        )
+        for (target, then, met_then), (_, measured, met) in rows:
+            cells = [
+                f"{value} ({'met' if ok else '**missed**'})"
+                for value, ok in ((then, met_then), (measured, met))
+            ]
+            lines.append(f"| {target} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines) + "\n"
+
+
 def describe_machine() -> dict[str, Any]:
     return {
         "python": platform.python_version(),
@@ -198,7 +333,17 @@ def main() -> int:
     )
     parser.add_argument("--skip", action="append", default=[], choices=sorted(BENCHMARKS))
     parser.add_argument("--table-only", action="store_true", help="rebuild results.md only")
+    parser.add_argument("--before", type=Path, help="also measure this earlier checkout")
+    parser.add_argument(
+        "--before-name", help="what the earlier checkout is, for the table (its commit)"
+    )
     args = parser.parse_args()
+    if args.before is not None:
+        ran = before_after(args.before.resolve(), args.before_name or args.before.name, args.skip)
+        BEFORE_AFTER_JSON.write_text(json.dumps(ran, indent=2) + "\n")
+        BEFORE_AFTER_MD.write_text(header(ran) + "\n" + before_after_table(ran))
+        print(BEFORE_AFTER_MD.read_text(), end="")
+        return 0
     results: Results = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
     if not args.table_only:
         loads: list[float] = []
