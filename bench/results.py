@@ -15,7 +15,8 @@ checks that they agree). A skipped benchmark keeps its figures of the last run.
 tree and then in that one, the end-to-end drains of both workers interleaved with the
 echo's in one run, and both trees render the conformance cases and collect their test
 suites. The figures go to bench/before_after.json and the table to
-bench/before_after.md.
+bench/before_after.md; this tree's figures are also written as the latest
+(bench/results.json and .md).
 """
 
 import argparse
@@ -343,8 +344,16 @@ def main() -> int:
         BEFORE_AFTER_JSON.write_text(json.dumps(ran, indent=2) + "\n")
         BEFORE_AFTER_MD.write_text(header(ran) + "\n" + before_after_table(ran))
         print(BEFORE_AFTER_MD.read_text(), end="")
+        # This tree's figures of the run are also the latest figures.
+        last: Results = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
+        results = {
+            **{key: ran[key] for key in ("date", "commit", "machine", "loadavg")},
+            "figures": {**last.get("figures", {}), **ran["figures"]["now"]},
+        }
+        RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n")
+        RESULTS_MD.write_text(header(results) + "\n" + table(results))
         return 0
-    results: Results = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
+    results = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
     if not args.table_only:
         loads: list[float] = []
         figures = dict(results.get("figures", {}))

@@ -194,13 +194,16 @@ def test_the_command_check_catches_a_flag_that_does_not_exist() -> None:
     assert not _refused_by_the_cli(["replay-dead", "--dry-run"])
 
 
-def test_the_performance_table_is_the_one_bench_run_wrote() -> None:
+@pytest.mark.parametrize(
+    ("written", "head"),
+    [("results.md", "| target | measured | |"), ("before_after.md", "| | before (`")],
+)
+def test_the_performance_tables_are_the_ones_bench_run_wrote(written: str, head: str) -> None:
     text = (REPO / "docs" / "PERFORMANCE.md").read_text(encoding="utf-8")
-    shown = text.split("<!-- bench/results.md begins -->\n", 1)[1]
-    shown = shown.split("<!-- bench/results.md ends -->", 1)[0]
-    written = (REPO / "bench" / "results.md").read_text(encoding="utf-8")
-    assert shown.strip() == written.strip()
-    assert "| target | measured | |" in shown
+    shown = text.split(f"<!-- bench/{written} begins -->\n", 1)[1]
+    shown = shown.split(f"<!-- bench/{written} ends -->", 1)[0]
+    assert shown.strip() == (REPO / "bench" / written).read_text(encoding="utf-8").strip()
+    assert head in shown
 
 
 def _readme_sample() -> tuple[list[str], dict[str, Any]]:

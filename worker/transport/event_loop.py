@@ -3,7 +3,7 @@
 uvloop (libuv underneath, the loop and its transports written in C) takes less CPU per
 message than asyncio's pure-Python selector loop: the worker's per-job work is mostly
 event-loop and socket bookkeeping around a short render (docs/PERFORMANCE.md, "The
-event loop"). Nothing in the worker depends on which loop runs it; `asyncio`
+transport's hot path"). Nothing in the worker depends on which loop runs it; `asyncio`
 stays selectable (`--event-loop asyncio`) as the reference and for platforms without
 uvloop wheels.
 """
