@@ -190,6 +190,17 @@ async def _send_canaries(client: PromptClient, canary: str) -> None:
 # -- internal errors (in-process worker, real broker) -----------------------------------
 
 
+def in_process_settings(topo: Topology) -> Settings:
+    """An in-process worker's settings: the test's queues, no HTTP server."""
+    return Settings(
+        amqp_url=AMQP_URL,
+        request_queue=topo.request_queue,
+        reply_queue=topo.reply_queue,
+        dead_letter_queue=topo.dead_letter,
+        http_port=0,
+    )
+
+
 class _ExplodingContributors:
     def apply(self, job: Any, messages: Any) -> Any:
         raise KeyError(f"secret-{job.job_id}")
@@ -200,13 +211,7 @@ async def test_an_exception_while_rendering_is_an_internal_error_reply_and_dead_
 ) -> None:
     stream = io.StringIO()
     configure_logging("info", "json", stream)
-    settings = Settings(
-        amqp_url=AMQP_URL,
-        request_queue=topo.request_queue,
-        reply_queue=topo.reply_queue,
-        dead_letter_queue=topo.dead_letter,
-        http_port=0,
-    )
+    settings = in_process_settings(topo)
     renderer = Renderer(load_config(CONFORMANCE_CONFIG))
     renderer.contributors = _ExplodingContributors()  # type: ignore[assignment]
     worker = Worker(settings, renderer, Metrics("test"))
@@ -256,13 +261,7 @@ class _HeldHelper(RenderPool):
 
 async def test_the_consumer_starts_once_the_render_helper_has_started(topo: Topology) -> None:
     """The helper's start-up (about a second of a core) never lands on the first jobs."""
-    settings = Settings(
-        amqp_url=AMQP_URL,
-        request_queue=topo.request_queue,
-        reply_queue=topo.reply_queue,
-        dead_letter_queue=topo.dead_letter,
-        http_port=0,
-    )
+    settings = in_process_settings(topo)
     renderer = Renderer(load_config(CONFORMANCE_CONFIG))
     pool = _HeldHelper(renderer.config)
     worker = Worker(settings, renderer, Metrics("test"), render_pool=pool)
