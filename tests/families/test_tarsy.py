@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from schemas.job import (
+    Chat,
     ChatExchange,
     HistoryMessage,
     Job,
@@ -20,7 +21,11 @@ from worker.families.base import RenderContext
 from worker.families.instructions import compose_instructions
 from worker.families.mcp_servers import MCPServerRegistry
 from worker.families.tarsy import builder
-from worker.families.tarsy.chat import format_chat_history
+from worker.families.tarsy.chat import (
+    build_chat_user_message,
+    format_chat_history,
+    history_length,
+)
 from worker.families.tarsy.components import (
     format_alert_section,
     format_chain_context,
@@ -222,6 +227,29 @@ def test_chat_history_with_d2_tool_messages_and_dropped_system() -> None:
 def test_chat_history_singular_and_empty() -> None:
     assert "(1 previous exchange)\n" in format_chat_history([ChatExchange(user_question="q")])
     assert format_chat_history([]) == ""
+
+
+def test_the_history_length_is_the_formatted_lengths_of_the_history_last_built_or_not() -> None:
+    def exchanges(answer: str) -> list[ChatExchange]:
+        return [
+            ChatExchange(
+                user_question="why?",
+                messages=[HistoryMessage(role="assistant", content=answer)],
+            )
+        ]
+
+    built, other = exchanges("because"), exchanges("because of a much longer answer")
+    chat = Chat(user_question="now?", investigation_context="CONTEXT", history=built)
+    message = build_chat_user_message(chat, ["CONTEXT"], [])
+    assert format_chat_history(built) in message
+    # The history the message was just built with, and another one: each its own length.
+    written = (
+        f"\n{SEPARATOR}\n💬 CHAT HISTORY (1 previous exchange)\n{SEPARATOR}\n\n"
+        "## Exchange 1\n\n**USER:**\nwhy?\n\n**ASSISTANT:**\nbecause\n\n"
+    )
+    assert history_length(built) == len(written)
+    assert history_length(other) == len(format_chat_history(other))
+    assert history_length(other) == history_length(built) + len(" of a much longer answer")
 
 
 def test_chat_user_message_order_tools_context_history_task() -> None:

@@ -16,14 +16,34 @@ _HISTORY_HEADINGS = {
 }
 
 
+# The last history a chat message was built with, and the length of its text: the
+# message's growth point (growth.py) is measured right after the build, and takes the
+# length from here rather than formatting the history a second time. Held with the
+# history itself, so an identity match is that very history.
+_built: tuple[Sequence[ChatExchange], int] | None = None
+
+
+def history_heading(count: int) -> str:
+    """The heading of a history of `count` exchanges (it counts them)."""
+    return (
+        f"\n{SEPARATOR}\n💬 CHAT HISTORY ({count} previous exchange{'' if count == 1 else 's'})\n"
+        f"{SEPARATOR}\n\n"
+    )
+
+
+def history_length(exchanges: Sequence[ChatExchange]) -> int:
+    """`len(format_chat_history(exchanges))`, without formatting it again when the last
+    chat message built was built with this history."""
+    built = _built
+    if built is not None and built[0] is exchanges:
+        return built[1]
+    return sum(map(len, chat_history_parts(exchanges)))
+
+
 def chat_history_parts(exchanges: Sequence[ChatExchange]) -> list[str]:
     if not exchanges:
         return []
-    count = len(exchanges)
-    parts = [
-        f"\n{SEPARATOR}\n💬 CHAT HISTORY ({count} previous exchange{'' if count == 1 else 's'})\n"
-        f"{SEPARATOR}\n\n"
-    ]
+    parts = [history_heading(len(exchanges))]
     for number, exchange in enumerate(exchanges, start=1):
         parts.append(f"## Exchange {number}\n\n**USER:**\n{exchange.user_question}\n\n")
         for message in exchange.messages:
@@ -63,9 +83,12 @@ def build_chat_user_message(
     `investigation_context` is the context's pieces; everything is joined once (see
     `investigation_context_parts` for why).
     """
+    global _built
     parts = [available_tools_preamble(tools, tool_texts), *investigation_context]
     if chat.history:
+        history = chat_history_parts(chat.history)
+        _built = (chat.history, sum(map(len, history)))
         parts.append("\n")
-        parts.extend(chat_history_parts(chat.history))
+        parts.extend(history)
     parts.append(format_current_task(chat.user_question))
     return "".join(parts)

@@ -21,7 +21,7 @@ prompt is stable as a whole.
 
 from schemas.job import INVESTIGATION_KINDS, Job, Kind
 from worker.families.base import Messages, StablePoint
-from worker.families.tarsy.chat import chat_history_parts, format_current_task
+from worker.families.tarsy.chat import format_current_task, history_heading, history_length
 from worker.families.tarsy.components import format_chain_context, format_previous_attempt
 from worker.families.tarsy.templates import ANALYSIS_TASK, SYNTHESIS_TASK
 
@@ -33,9 +33,10 @@ def _chat_stable_end(job: Job, user: str) -> StablePoint:
     # The history is measured, not joined again: it may be most of the message.
     assert job.chat is not None
     task = format_current_task(job.chat.user_question)
-    parts = ["\n", *chat_history_parts(job.chat.history)] if job.chat.history else []
-    end = len(user) - len(task) - sum(len(part) for part in parts)
-    if end < 0 or not user.endswith(task) or not user.startswith("".join(parts[:2]), end):
+    history = job.chat.history
+    head = "\n" + history_heading(len(history)) if history else ""
+    end = len(user) - len(task) - (1 + history_length(history) if history else 0)
+    if end < 0 or not user.endswith(task) or not user.startswith(head, end):
         return USER, 0
     return USER, end
 
