@@ -339,22 +339,19 @@ def main() -> int:
         "--before-name", help="what the earlier checkout is, for the table (its commit)"
     )
     args = parser.parse_args()
+    results: Results = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
     if args.before is not None:
         ran = before_after(args.before.resolve(), args.before_name or args.before.name, args.skip)
         BEFORE_AFTER_JSON.write_text(json.dumps(ran, indent=2) + "\n")
         BEFORE_AFTER_MD.write_text(header(ran) + "\n" + before_after_table(ran))
         print(BEFORE_AFTER_MD.read_text(), end="")
         # This tree's figures of the run are also the latest figures.
-        last: Results = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
         results = {
             **{key: ran[key] for key in ("date", "commit", "machine", "loadavg")},
-            "figures": {**last.get("figures", {}), **ran["figures"]["now"]},
+            "figures": {**results.get("figures", {}), **ran["figures"]["now"]},
         }
         RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n")
-        RESULTS_MD.write_text(header(results) + "\n" + table(results))
-        return 0
-    results = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
-    if not args.table_only:
+    elif not args.table_only:
         loads: list[float] = []
         figures = dict(results.get("figures", {}))
         for name in BENCHMARKS:
