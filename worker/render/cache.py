@@ -84,27 +84,25 @@ def _prefix_tokens(tokenizer: "Tokenizer", text: str, chars: int, total: int) ->
 def estimate_cache_meta(messages: Messages, stable: StablePoint) -> dict[str, Any]:
     """`meta.cache` by the estimate: `cache_meta` without a tokenizer, in the fewest
     steps, since every reply without a budget carries it."""
-    sizes = [len(m["content"]) for m in messages]
-    count = len(sizes)
+    count = len(messages)
     whole, inside = (count, 0) if stable is None else (min(stable[0], count), stable[1])
     if whole >= MAX_BREAKPOINTS:
         return cache_meta(messages, stable)
     breakpoints = []
-    before = 0
-    for j in range(whole):
-        before += -(-sizes[j] // 4)
-        if sizes[j]:
-            breakpoints.append({"message": j, "chars": sizes[j], "tokens": before})
-    rest = sum(-(-size // 4) for size in sizes[whole:])
-    if inside > 0 and whole < count:
-        chars = min(inside, sizes[whole])
-        if chars:
-            breakpoints.append({"message": whole, "chars": chars, "tokens": before - (-chars // 4)})
+    tokens = 0
+    for j, message in enumerate(messages):
+        size = len(message["content"])
+        if j == whole and inside > 0 and size:
+            chars = min(inside, size)
+            breakpoints.append({"message": j, "chars": chars, "tokens": tokens - (-chars // 4)})
+        tokens += -(-size // 4)
+        if j < whole and size:
+            breakpoints.append({"message": j, "chars": size, "tokens": tokens})
     return {
         "breakpoints": breakpoints,
         "tokenizer": DEFAULT_TOKENIZER,
         "stable_tokens": breakpoints[-1]["tokens"] if breakpoints else 0,
-        "prompt_tokens": before + rest,
+        "prompt_tokens": tokens,
     }
 
 
