@@ -13,8 +13,9 @@ checks that they agree). A skipped benchmark keeps its figures of the last run.
 `--before TREE` measures an earlier checkout beside this one (`git archive REV | tar -x
 -C TREE`; it runs on this checkout's virtual environment): each benchmark runs in this
 tree and then in that one, the end-to-end drains of both workers interleaved with the
-echo's in one run, and both trees render the conformance cases and collect their test
-suites. The figures go to bench/before_after.json and the table to
+echo's in one run, the builder also in short runs alternating between the trees (its
+µs a job now over before, the median of the pairs), and both trees render the
+conformance cases and collect their test suites. The figures go to bench/before_after.json and the table to
 bench/before_after.md; this tree's figures are also written as the latest
 (bench/results.json and .md).
 """
@@ -50,6 +51,11 @@ BENCHMARKS: dict[str, list[str]] = {
 
 Results = dict[str, Any]
 Row = tuple[str, str, bool | None]
+
+# Short builder runs alternating between the trees: a spell of the machine that slows
+# one run lands on a pair, not on one tree.
+BUILDER_PAIRS = 7
+BUILDER_PAIR_RUN = ("--pairs", "0", "--seconds", "0.5")
 
 
 def run_benchmark(name: str, tree: Path = REPO, extra: tuple[str, ...] = ()) -> Any:
@@ -251,6 +257,31 @@ def split_e2e(figures: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
     return now, then
 
 
+def builder_pairs(before: Path, pairs: int = BUILDER_PAIRS) -> dict[str, float]:
+    """Each typical job's builder µs now over before, the median of `pairs` pairs of
+    short runs, this tree's and `before`'s alternating."""
+    ratios: dict[str, list[float]] = {}
+    for _ in range(pairs):
+        now, then = (
+            {
+                r["case"]: r["median_us"]
+                for r in run_benchmark("builder", tree, BUILDER_PAIR_RUN)["results"]
+            }
+            for tree in (REPO, before)
+        )
+        for case in now.keys() & then.keys():
+            ratios.setdefault(case, []).append(now[case] / then[case])
+    return {case: statistics.median(values) for case, values in sorted(ratios.items())}
+
+
+def builder_pairs_row(ratios: dict[str, float]) -> str:
+    shown = ", ".join(f"{case.split()[0]} {ratio:.2f}×" for case, ratio in ratios.items())
+    return (
+        f"| builder µs a job, {BUILDER_PAIRS} short runs of each tree alternating "
+        f"(median ratio) | 1.00× | {shown} |"
+    )
+
+
 def before_after(before: Path, before_name: str, skip: list[str]) -> Results:
     """Each benchmark of the table in this tree and in `before`, one after the other."""
     loads: list[float] = []
@@ -266,6 +297,7 @@ def before_after(before: Path, before_name: str, skip: list[str]) -> Results:
         else:
             now[name] = run_benchmark(name)
             then[name] = run_benchmark(name, tree=before)
+    pairs = builder_pairs(before) if "builder" not in skip else {}
     loads.append(os.getloadavg()[0])
     return {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
@@ -276,6 +308,7 @@ def before_after(before: Path, before_name: str, skip: list[str]) -> Results:
         "conformance": {"before": conformance(before), "now": conformance(REPO)},
         "tests": {"before": collected(before), "now": collected(REPO)},
         "figures": {"before": then, "now": now},
+        "builder_pairs": pairs,
     }
 
 
@@ -310,6 +343,8 @@ def before_after_table(results: Results) -> str:
                 for value, ok in ((then, met_then), (measured, met))
             ]
             lines.append(f"| {target} | {cells[0]} | {cells[1]} |")
+    if results.get("builder_pairs"):
+        lines.append(builder_pairs_row(results["builder_pairs"]))
     return "\n".join(lines) + "\n"
 
 
