@@ -20,12 +20,13 @@ shared with the worker); a broker certificate that fails verification raises
 The link keeps itself up (transport/producers/rpc.py). If the connection drops, the client
 reconnects, moving round the addresses from the next node on, with growing jittered
 pauses between failed attempts (the first from the URL's `reconnect_interval`, 1 s
-if none); the reply queue (same name) and its consumer are restored and every call
-still waiting is published again: a reply the worker sent while the client was away
-had nowhere to go. The same happens when the reply queue is deleted under a connected
-client: it is declared again, and what is waiting published again. Calls keep waiting
-through the outage, bounded by their timeout. Refused credentials on a reconnect fail
-every waiting call, and every later one, with `PromptAccessRefused`. A job the broker
+if none); the reply queue (under a new name on the new connection: `reply_queue`) and
+its consumer are restored and every call still waiting is published again, naming it:
+a reply the worker sent while the client was away had nowhere to go. The same happens
+when the reply queue is deleted under a connected client: it is declared again, and
+what is waiting published again. Calls keep waiting through the outage, bounded by
+their timeout. Refused credentials on a reconnect fail every waiting call, and every
+later one, with `PromptAccessRefused`. A job the broker
 refuses outright (above its `max_message_size`) closes the channel: the call fails at
 once with the broker's reason, and the client goes on. If no reply comes within the
 timeout, `PromptTimeout` is raised; the job may still be answered later, into a reply
@@ -124,8 +125,10 @@ class PromptClient:
 
     async def open(self) -> None:
         urls = [URL(address) for address in self.url.split(SEPARATOR)]
-        # Named by the client, not by the broker, so that the queue declared again after
-        # a reconnect has the same name and requests already out keep their reply_to.
+        # Named by the client, not by the broker, so that the queue declared again on a
+        # channel of the same connection (after the broker closed one, or the queue was
+        # deleted) has the same name and requests already out keep their reply_to. A new
+        # connection adds its number to it (transport/producers/rpc.py).
         name = f"prompt-client.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:12]}"
         link = RpcLink(
             self.url,

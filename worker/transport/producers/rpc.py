@@ -21,9 +21,17 @@ broker's cancellation of the reply consumer (the reply queue was deleted). Then:
   attempts; the first attempt after a loss goes at once to the next node;
 * a channel the broker closed under a connection that stays up (a job it refused
   outright, a declaration it refused) is opened again on the same connection;
-* the reply queue is declared again (same name, so requests already out keep their
-  `reply_to`) and consumed, after which `on_resumed` runs: replies the worker sent
-  meanwhile went nowhere, and the owner publishes again what is still waiting.
+* the reply queue is declared and consumed, after which `on_resumed` runs: replies the
+  worker sent meanwhile went nowhere, and the owner publishes again what is still
+  waiting. On a channel of the same connection the queue keeps its name (the connection
+  still owns it, unless it was deleted). On a new connection it gets a new one, the
+  caller's name with the connection's number (`<name>.2`, ...): the requests published
+  again name it in their `reply_to`. The old name could not be trusted again: RabbitMQ
+  3.10 removes a dead node's queues on every surviving node by listing their names,
+  then deleting the records of those names in transactions of their own, so a queue
+  declared again under the old name on a survivor between one node's deletion and
+  another's loses its record to the later one while its consumer goes on, and every
+  reply from then on is unroutable (the worker settles it as answered into nowhere).
 
 Refused credentials end the link at once (`on_failed`): the nodes of a cluster share
 their users, and retrying the same password can only fail again. `Reconnect` says how
@@ -145,7 +153,11 @@ class RpcLink:
         self.addresses = self.url.split(SEPARATOR)
         self.connect_kwargs = connect_kwargs or {}
         self.request_queue = request_queue
+        # The reply queue's name on the current connection: the caller's on the first,
+        # `<name>.<n>` on the n-th (see the module's docstring).
         self.reply_queue = reply_queue
+        self._reply_queue_base = reply_queue
+        self._connections = 1
         self.reconnect = reconnect or Reconnect()
         self.failure: BaseException | None = None
         self.reconnects = 0
@@ -240,6 +252,10 @@ class RpcLink:
             self._index = (self._index + 1) % len(self.addresses)
             url = self.addresses[self._index]
             connection = await open_connection(url, self.connect_kwargs, ATTEMPT_TIMEOUT)
+            # A name no node may still be cleaning up after: set before the channel
+            # exists, so nothing is published on this connection with the old one.
+            self._connections += 1
+            self.reply_queue = f"{self._reply_queue_base}.{self._connections}"
             self._watch_connection(connection)
         await self._set_up_channel(connection)
 
@@ -253,7 +269,7 @@ class RpcLink:
             channel.on_consumer_cancel_callbacks.add(self._on_cancelled)
             self._watch_channel(channel)
             self._channel = channel
-        # Same name every time, so requests already out keep their reply_to.
+        # The connection's name (`reply_queue`): the same on every channel of it.
         await channel.queue_declare(self.reply_queue, exclusive=True, auto_delete=True)
         consume_ok = await channel.basic_consume(self.reply_queue, self._deliver, no_ack=True)
         self._consumer_tag = consume_ok.consumer_tag
