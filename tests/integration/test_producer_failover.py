@@ -7,6 +7,14 @@ ports of the run's own). The producers are given every node,
 the victim first, so they start on it. The queues are declared, and the worker
 connected, through a node that survives: what is tried here is the producers' side
 (their link, their reply queue, their re-sends), not a queue leader's election.
+
+RabbitMQ 3.10 removes the queues of a node that died on every surviving node, each in
+two steps: it lists the names of the dead node's queues, then deletes the records of
+those names, in transactions of their own. A reply queue declared again under the same
+name on a survivor between one node's deletion and another's loses its record to the
+later one, while its consumer goes on: every reply from then on is unroutable. The
+second test deletes the old name's record as that later step does, at a moment of its
+choosing.
 """
 
 import asyncio
@@ -24,7 +32,7 @@ import pytest
 
 from tests.data import CONFORMANCE, REPO
 from tests.integration.helpers import StartWorker, a_job, wait_for
-from tests.rabbit_nodes import ExtraCluster
+from tests.rabbit_nodes import NODE_VERSION, ExtraCluster
 from tests.rerender.files import conformance_lines, write_lines
 from worker.cli import main
 from worker.transport.link import topology
@@ -133,3 +141,55 @@ async def test_a_client_and_a_rerender_run_lose_their_node_and_finish(
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["broker"]["timeouts"] == 0
     assert report["broker"]["reconnects"] >= 1
+
+
+# What RabbitMQ 3.10's rabbit_amqqueue:on_node_down does, on each node, for each queue
+# name it listed as the dead node's (delete_queue/1): the record of that name goes,
+# whatever queue holds the name by then.
+LATE_CLEANUP = """
+Name = rabbit_misc:r(<<"/">>, queue, <<"{name}">>),
+rabbit_misc:execute_mnesia_transaction(fun () ->
+    ok = mnesia:delete({{rabbit_queue, Name}}),
+    rabbit_binding:remove_transient_for_destination(Name)
+end),
+ok.
+"""
+
+
+@pytest.mark.skipif(
+    NODE_VERSION != "3.10", reason="the late clean-up is written in RabbitMQ 3.10's terms"
+)
+async def test_a_late_clean_up_of_the_dead_nodes_reply_queue_costs_no_call(
+    cluster: ExtraCluster, start_worker: StartWorker, topo: Topology
+) -> None:
+    """The client loses its node; once it is answered again through a survivor, the third
+    node removes the dead node's reply queue by its name, late. The calls made after
+    that are answered all the same."""
+    victim, survivor, third = cluster.urls
+    setup = await aio_pika.connect(survivor)
+    async with setup:
+        await topology.declare(await setup.channel(), topo)
+    worker = start_worker(amqp_url=f"{survivor},{third}")
+    await worker.wait_ready()
+    producers_url = f"{victim}?reconnect_interval=0.2,{survivor},{third}"
+
+    async with PromptClient(producers_url, request_queue=topo.request_queue) as client:
+        assert client.broker == broker_address(victim)
+        assert (await client.build(a_job("on-the-victim"), timeout=60))["status"] == "ok"
+        on_the_dead_node = client.reply_queue
+        cluster.nodes[0].kill()
+
+        async def moved() -> bool:
+            return client.broker == broker_address(survivor)
+
+        await wait_for(moved, 60, "the client to reconnect through the survivor")
+        # Answered: the client consumes its reply queue on the survivor again.
+        assert (await client.build(a_job("moved"), timeout=60))["status"] == "ok"
+
+        cluster.nodes[2].ctl("eval", LATE_CLEANUP.format(name=on_the_dead_node))
+
+        ids = [f"after-clean-up-{i}" for i in range(20)]
+        # The timeout bounds a hang: without the fix these replies are unroutable.
+        replies = await asyncio.gather(*(client.build(a_job(i), timeout=60) for i in ids))
+        assert sorted(r["job_id"] for r in replies) == sorted(ids)
+        assert {r["status"] for r in replies} == {"ok"}
