@@ -8,13 +8,13 @@ the victim first, so they start on it. The queues are declared, and the worker
 connected, through a node that survives: what is tried here is the producers' side
 (their link, their reply queue, their re-sends), not a queue leader's election.
 
-RabbitMQ 3.10 removes the queues of a node that died on every surviving node, each in
-two steps: it lists the names of the dead node's queues, then deletes the records of
-those names, in transactions of their own. A reply queue declared again under the same
-name on a survivor between one node's deletion and another's loses its record to the
-later one, while its consumer goes on: every reply from then on is unroutable. The
-second test deletes the old name's record as that later step does, at a moment of its
-choosing.
+RabbitMQ (3.10, and 4.0 on Mnesia, its default store) removes the queues of a node that
+died on every surviving node, each in two steps: it lists the names of the dead node's
+queues, then deletes the records of those names, in transactions of their own. A reply
+queue declared again under the same name on a survivor between one node's deletion and
+another's loses its record to the later one, while its consumer goes on: every reply
+from then on is unroutable. The second test deletes the old name's record as that later
+step does, at a moment of its choosing.
 """
 
 import asyncio
@@ -143,22 +143,30 @@ async def test_a_client_and_a_rerender_run_lose_their_node_and_finish(
     assert report["broker"]["reconnects"] >= 1
 
 
-# What RabbitMQ 3.10's rabbit_amqqueue:on_node_down does, on each node, for each queue
-# name it listed as the dead node's (delete_queue/1): the record of that name goes,
-# whatever queue holds the name by then.
-LATE_CLEANUP = """
+# What RabbitMQ's on_node_down does, on each node, for each queue name it listed as the
+# dead node's: the record of that name goes, whatever queue holds the name by then. 3.10:
+# rabbit_amqqueue:delete_queue/1; 4.0 on Mnesia (its default store):
+# rabbit_db_queue:delete_transient_in_mnesia_tx/1, ten names a transaction.
+LATE_CLEANUP = {
+    "3.10": """
 Name = rabbit_misc:r(<<"/">>, queue, <<"{name}">>),
 rabbit_misc:execute_mnesia_transaction(fun () ->
     ok = mnesia:delete({{rabbit_queue, Name}}),
     rabbit_binding:remove_transient_for_destination(Name)
 end),
 ok.
-"""
+""",
+    "4.0": """
+Name = rabbit_misc:r(<<"/">>, queue, <<"{name}">>),
+rabbit_mnesia:execute_mnesia_transaction(fun () ->
+    ok = mnesia:delete({{rabbit_queue, Name}}),
+    rabbit_db_binding:delete_transient_for_destination_in_mnesia(Name)
+end),
+ok.
+""",
+}
 
 
-@pytest.mark.skipif(
-    NODE_VERSION != "3.10", reason="the late clean-up is written in RabbitMQ 3.10's terms"
-)
 async def test_a_late_clean_up_of_the_dead_nodes_reply_queue_costs_no_call(
     cluster: ExtraCluster, start_worker: StartWorker, topo: Topology
 ) -> None:
@@ -186,7 +194,7 @@ async def test_a_late_clean_up_of_the_dead_nodes_reply_queue_costs_no_call(
         # Answered: the client consumes its reply queue on the survivor again.
         assert (await client.build(a_job("moved"), timeout=60))["status"] == "ok"
 
-        cluster.nodes[2].ctl("eval", LATE_CLEANUP.format(name=on_the_dead_node))
+        cluster.nodes[2].ctl("eval", LATE_CLEANUP[NODE_VERSION].format(name=on_the_dead_node))
 
         ids = [f"after-clean-up-{i}" for i in range(20)]
         # The timeout bounds a hang: without the fix these replies are unroutable.
