@@ -102,15 +102,22 @@ async def test_a_client_and_a_rerender_run_lose_their_node_and_finish(
     producers_url = f"{victim}?reconnect_interval=0.2,{survivor},{third}"
 
     run = rerender_run(tmp_path, producers_url, topo.request_queue)
+
+    async def run_started() -> bool:
+        return written(tmp_path) > 0
+
+    # The calls start once the run is answered: a run slow to start would otherwise let
+    # every call be answered before the node is killed.
+    await wait_for(run_started, 120, "the run's first records")
     async with PromptClient(producers_url, request_queue=topo.request_queue) as client:
         assert client.broker == broker_address(victim)
         ids = [f"producers-{i}" for i in range(CALLS)]
         calls = [asyncio.ensure_future(client.build(a_job(i), timeout=DEADLINE)) for i in ids]
 
         async def mid_run() -> bool:
-            return sum(c.done() for c in calls) >= KILL_AFTER and written(tmp_path) > 0
+            return sum(c.done() for c in calls) >= KILL_AFTER
 
-        await wait_for(mid_run, 120, f"{KILL_AFTER} replies and the run's first records")
+        await wait_for(mid_run, 120, f"{KILL_AFTER} replies")
         worker.signal(signal.SIGSTOP)
         try:
             assert run.poll() is None, "the run ended before its node was killed"
