@@ -13,9 +13,9 @@ checks that they agree). A skipped benchmark keeps its figures of the last run.
 `--before TREE` measures an earlier checkout beside this one (`git archive REV | tar -x
 -C TREE`; it runs on this checkout's virtual environment): each benchmark runs in this
 tree and then in that one, the end-to-end drains of both workers interleaved with the
-echo's in one run, the builder also in short runs alternating between the trees (its
-µs a job now over before, the median of the pairs), and both trees render the
-conformance cases and collect their test suites. The figures go to bench/before_after.json and the table to
+echo's in one run, the builder's instructions a job also counted by valgrind
+(bench/bench_instructions.py: the same on every run, where timings drift), and both
+trees render the conformance cases and collect their test suites. The figures go to bench/before_after.json and the table to
 bench/before_after.md; this tree's figures are also written as the latest
 (bench/results.json and .md).
 """
@@ -25,6 +25,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -51,11 +52,6 @@ BENCHMARKS: dict[str, list[str]] = {
 
 Results = dict[str, Any]
 Row = tuple[str, str, bool | None]
-
-# Short builder runs alternating between the trees: a spell of the machine that slows
-# one run lands on a pair, not on one tree.
-BUILDER_PAIRS = 7
-BUILDER_PAIR_RUN = ("--pairs", "0", "--seconds", "0.5")
 
 
 def run_benchmark(name: str, tree: Path = REPO, extra: tuple[str, ...] = ()) -> Any:
@@ -257,29 +253,29 @@ def split_e2e(figures: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
     return now, then
 
 
-def builder_pairs(before: Path, pairs: int = BUILDER_PAIRS) -> dict[str, float]:
-    """Each typical job's builder µs now over before, the median of `pairs` pairs of
-    short runs, this tree's and `before`'s alternating."""
-    ratios: dict[str, list[float]] = {}
-    for _ in range(pairs):
-        now, then = (
-            {
-                r["case"]: r["median_us"]
-                for r in run_benchmark("builder", tree, BUILDER_PAIR_RUN)["results"]
-            }
-            for tree in (REPO, before)
-        )
-        for case in now.keys() & then.keys():
-            ratios.setdefault(case, []).append(now[case] / then[case])
-    return {case: statistics.median(values) for case, values in sorted(ratios.items())}
+def builder_instructions(before: Path) -> dict[str, dict[str, int]]:
+    """Instructions a typical job costs the builder, by tree ("now", "before") and job,
+    counted by valgrind (bench/bench_instructions.py); empty without valgrind."""
+    if shutil.which("valgrind") is None:
+        print("bench/run: no valgrind, no instruction counts", file=sys.stderr)
+        return {}
+    command = [sys.executable, "bench/bench_instructions.py", "--json", "--tree", str(before)]
+    print(f"bench/run: {' '.join(command[1:])}", file=sys.stderr, flush=True)
+    run = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, check=True)
+    counts: dict[str, dict[str, int]] = {"now": {}, "before": {}}
+    for result in json.loads(run.stdout)["results"]:
+        which = "now" if Path(result["tree"]) == REPO else "before"
+        counts[which][result["job"]] = result["instructions_per_job"]
+    return counts
 
 
-def builder_pairs_row(ratios: dict[str, float]) -> str:
-    shown = ", ".join(f"{case.split()[0]} {ratio:.2f}×" for case, ratio in ratios.items())
-    return (
-        f"| builder µs a job, {BUILDER_PAIRS} short runs of each tree alternating "
-        f"(median ratio) | 1.00× | {shown} |"
-    )
+def builder_instructions_row(counts: dict[str, dict[str, int]]) -> str:
+    before, now = counts["before"], counts["now"]
+    cells = [
+        ", ".join(f"{job} {count:,}" for job, count in before.items()),
+        ", ".join(f"{job} {count:,} ({count / before[job]:.3f}×)" for job, count in now.items()),
+    ]
+    return f"| builder, instructions a typical job (valgrind) | {cells[0]} | {cells[1]} |"
 
 
 def before_after(before: Path, before_name: str, skip: list[str]) -> Results:
@@ -297,7 +293,7 @@ def before_after(before: Path, before_name: str, skip: list[str]) -> Results:
         else:
             now[name] = run_benchmark(name)
             then[name] = run_benchmark(name, tree=before)
-    pairs = builder_pairs(before) if "builder" not in skip else {}
+    instructions = builder_instructions(before) if "builder" not in skip else {}
     loads.append(os.getloadavg()[0])
     return {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
@@ -308,7 +304,7 @@ def before_after(before: Path, before_name: str, skip: list[str]) -> Results:
         "conformance": {"before": conformance(before), "now": conformance(REPO)},
         "tests": {"before": collected(before), "now": collected(REPO)},
         "figures": {"before": then, "now": now},
-        "builder_pairs": pairs,
+        "builder_instructions": instructions,
     }
 
 
@@ -343,8 +339,8 @@ def before_after_table(results: Results) -> str:
                 for value, ok in ((then, met_then), (measured, met))
             ]
             lines.append(f"| {target} | {cells[0]} | {cells[1]} |")
-    if results.get("builder_pairs"):
-        lines.append(builder_pairs_row(results["builder_pairs"]))
+    if results.get("builder_instructions"):
+        lines.append(builder_instructions_row(results["builder_instructions"]))
     return "\n".join(lines) + "\n"
 
 

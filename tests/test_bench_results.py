@@ -2,11 +2,8 @@
 themselves are not run by the suite)."""
 
 import importlib.util
-from pathlib import Path
 from types import ModuleType
 from typing import Any
-
-import pytest
 
 from tests.data import REPO
 
@@ -47,7 +44,10 @@ def test_the_before_and_after_table_shows_each_row_for_both_trees() -> None:
             "before": {"builder": builder(9000, 111.1), "rerender": rerender(10000, 18000)},
             "now": {"builder": builder(12000, 83.3), "rerender": rerender(10000, 16000)},
         },
-        "builder_pairs": {"chat (typical)": 1.052, "react (typical)": 0.874},
+        "builder_instructions": {
+            "before": {"react": 668_604, "chat": 2_411_140},
+            "now": {"react": 663_302, "chat": 2_532_697},
+        },
     }
     assert results.before_after_table(ran).splitlines() == [
         "| | before (`aaaaaaa`) | now (`bbbbbbb`) |",
@@ -58,8 +58,8 @@ def test_the_before_and_after_table_shows_each_row_for_both_trees() -> None:
         " | 12,000 jobs/s (83.3 µs) (met) |",
         "| rerender `--local`, 2 workers ≥ 1.7× one | 1.80× (10,000 and 18,000 jobs/s) (met)"
         " | 1.60× (10,000 and 16,000 jobs/s) (**missed**) |",
-        "| builder µs a job, 7 short runs of each tree alternating (median ratio) | 1.00×"
-        " | chat 1.05×, react 0.87× |",
+        "| builder, instructions a typical job (valgrind) | react 668,604, chat 2,411,140"
+        " | react 663,302 (0.992×), chat 2,532,697 (1.050×) |",
     ]
 
 
@@ -72,20 +72,3 @@ def test_an_e2e_run_with_the_tree_before_splits_into_two_runs_sharing_the_echo()
     now, then = results.split_e2e([echo, before, render, go])
     assert now == [echo, render]
     assert then == [echo, {"worker": "render", "processes": 1, "cpu_ms_per_job": 0.3}]
-
-
-def test_the_builder_pairs_alternate_the_trees_and_keep_the_median_ratio(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    results = load_results()
-    ran: list[Path] = []
-    react_us = iter([110.0, 100.0, 90.0, 100.0, 130.0, 100.0])  # now, before, now, ...
-
-    def run_benchmark(name: str, tree: Path, extra: tuple[str, ...]) -> dict[str, Any]:
-        assert (name, extra) == ("builder", results.BUILDER_PAIR_RUN)
-        ran.append(tree)
-        return {"results": [{"case": "react (typical)", "median_us": next(react_us)}]}
-
-    monkeypatch.setattr(results, "run_benchmark", run_benchmark)
-    assert results.builder_pairs(tmp_path, pairs=3) == {"react (typical)": 1.1}
-    assert ran == [results.REPO, tmp_path] * 3
