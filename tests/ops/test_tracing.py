@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -473,3 +475,124 @@ def test_a_producers_send_span_continues_the_context_it_is_given_or_starts_one()
         "tracestate": "v=1",
     }
     assert rooted.headers["traceparent"].split("-")[1] == by_parent[""].trace_id.hex()
+
+
+@dataclass
+class Outcome:
+    """What a render tells the trace (worker.ops.otel.Rendered), made up."""
+
+    status: str = "ok"
+    job_id: str | None = "job-1"
+    kind: str | None = "react"
+    family: str | None = "tarsy"
+    template_version: str | None = "tarsy-7"
+    error_code: str | None = None
+    masked: dict[str, int] = field(default_factory=dict)
+    trimmed: bool = False
+    tokens_left_out: int = 0
+    phases: list[tuple[str, float, float]] = field(default_factory=list)
+
+
+def test_a_process_span_says_what_was_masked_and_trimmed_job_by_job() -> None:
+    traced, receiver, _ = tracing()
+    now = time.perf_counter()
+    outcomes = [
+        Outcome(
+            job_id="job-1",
+            masked={"private_key": 2, "github_token": 300},
+            trimmed=True,
+            tokens_left_out=12_345,
+            phases=[("decode", now, now + 0.001), ("budget", now + 0.001, now + 0.002)],
+        ),
+        Outcome(job_id="job-2"),
+        Outcome(status="error", job_id=None, kind=None, error_code="invalid_job"),
+    ]
+    for tag, outcome in enumerate(outcomes, start=1):
+        span = traced.process(
+            {"traceparent": TRACEPARENT},
+            queue="build-prompt",
+            message_id=None,
+            correlation_id=f"c-{tag}",
+            delivery_tag=tag,
+            redelivered=tag == 3,
+            body_size=1000 * tag,
+        )
+        span.rendered(outcome)
+        span.end()
+    traced.shutdown()
+    spans = [
+        span
+        for request in receiver.requests
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    ]
+    processes = [span for span in spans if span.name == "process build-prompt"]
+    found = [attributes(span) for span in processes]
+    assert [a["messaging.rabbitmq.message.delivery_tag"] for a in found] == [1, 2, 3]
+    assert [a["messaging.message.body.size"] for a in found] == [1000, 2000, 3000]
+    assert [a["messaging.rabbitmq.message.redelivered"] for a in found] == [False, False, True]
+    assert [a["messaging.message.conversation_id"] for a in found] == ["c-1", "c-2", "c-3"]
+    assert all("messaging.message.id" not in a for a in found)
+    first, second, third = found
+    assert first["prompt_worker.job_id"] == "job-1"
+    assert first["prompt_worker.masked.private_key"] == 2
+    assert first["prompt_worker.masked.github_token"] == 300
+    assert first["prompt_worker.masked_total"] == 302
+    assert first["prompt_worker.budget.trimmed"] is True
+    assert first["prompt_worker.budget.tokens_left_out"] == 12_345
+    assert first["prompt_worker.template_version"] == "tarsy-7"
+    assert second["prompt_worker.job_id"] == "job-2"
+    assert second["prompt_worker.masked_total"] == 0
+    assert second["prompt_worker.budget.trimmed"] is False
+    assert not any(key.startswith("prompt_worker.masked.") for key in second)
+    assert "prompt_worker.job_id" not in third and "prompt_worker.kind" not in third
+    assert third["error.type"] == "invalid_job"
+    assert third["prompt_worker.status"] == "error"
+    assert [span.status.code for span in processes] == [
+        Status.STATUS_CODE_UNSET,
+        Status.STATUS_CODE_UNSET,
+        Status.STATUS_CODE_ERROR,
+    ]
+    phases = {span.name: span for span in spans if span.parent_span_id == processes[0].span_id}
+    assert set(phases) == {"decode", "budget"}
+    assert phases["budget"].kind == Span.SPAN_KIND_INTERNAL
+    assert len({span.span_id for span in spans}) == len(spans)
+    assert {span.trace_id.hex() for span in spans} == {PRODUCER_TRACE}
+
+
+def test_a_reply_that_failed_marks_its_send_span_an_error() -> None:
+    traced, receiver, _ = tracing()
+    span = traced.process(
+        None,
+        queue="build-prompt",
+        message_id="m-1",
+        correlation_id=None,
+        delivery_tag=1,
+        redelivered=False,
+        body_size=10,
+    )
+    failed = span.send("build-prompt.replies")
+    failed.end(ConnectionError("channel closed"))
+    again = span.send("build-prompt.replies")
+    again.end()
+    span.end()
+    traced.shutdown()
+    spans = [
+        span
+        for request in receiver.requests
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    ]
+    sends = {span.span_id.hex(): span for span in spans if span.name.startswith("send ")}
+    assert set(sends) == {
+        failed.headers["traceparent"].split("-")[2],
+        again.headers["traceparent"].split("-")[2],
+    }
+    by_header = {key: span.status.code for key, span in sends.items()}
+    assert by_header[failed.headers["traceparent"].split("-")[2]] == Status.STATUS_CODE_ERROR
+    assert by_header[again.headers["traceparent"].split("-")[2]] == Status.STATUS_CODE_UNSET
+    [process] = [span for span in spans if span.name == "process build-prompt"]
+    assert all(send.parent_span_id == process.span_id for send in sends.values())
+    assert attributes(process)["messaging.message.id"] == "m-1"
