@@ -10,10 +10,12 @@ messaging semantic conventions for RabbitMQ. No payload text ever goes into a sp
 
 Why not the SDK's spans and exporter: a job costs the worker a few hundred microseconds
 of CPU, and the SDK's span objects and OTLP encoder cost more than that again for the
-seven spans of one job (bench/bench_side_by_side.py --setting tracing). So a job's spans
-are plain records, made on the event loop at the price of a few random numbers, and
-encoded as OTLP protobuf (opentelemetry-proto's schema, written field by field) by one
-export thread that posts them over OTLP/HTTP. The standard variables mean what they
+seven spans of one job (bench/bench_side_by_side.py --setting tracing). So a job keeps
+only what its spans will say (times, ids, the delivery's facts, the render's outcome)
+and, when its process span ends, all its spans are encoded at once as OTLP protobuf
+(opentelemetry-proto's schema, written field by field, what repeats encoded once) into
+plain bytes, which one export thread posts over OTLP/HTTP. An unsampled job costs a
+few random numbers and the reply's `traceparent`. The standard variables mean what they
 mean to the SDK: the sampler (`OTEL_TRACES_SAMPLER[_ARG]`, with the SDK's ratio bound),
 the resource (the SDK's own `Resource.create`: `OTEL_SERVICE_NAME`,
 `OTEL_RESOURCE_ATTRIBUTES`), the endpoint, headers, timeout, compression and CA file of
@@ -147,6 +149,12 @@ class Sampler:
 
 
 # -- OTLP protobuf, field by field (opentelemetry/proto/trace/v1/trace.proto) --------
+#
+# A job's spans are encoded once, when its process span ends, straight from what the
+# consumer and the renderer recorded: no span objects, no attribute dictionaries, and
+# nothing left for the garbage collector to walk while it waits for export. What repeats
+# from job to job (a queue's attributes, a phase's name and kind, a send span's name and
+# attributes, the values of repeating attributes) is encoded once and reused.
 
 
 _ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
@@ -155,6 +163,10 @@ _ONE_BYTE = tuple(bytes((value,)) for value in range(0x80))
 def varint(value: int) -> bytes:
     if 0 <= value < 0x80:
         return _ONE_BYTE[value]
+    if 0 < value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if 0 < value < 0x200000:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     if value < 0:
         value += 1 << 64  # int64: two's complement, ten bytes
     out = bytearray()
@@ -182,7 +194,8 @@ def any_value(value: Any) -> bytes:
 
 _KEYS: dict[str, bytes] = {}
 # Attributes whose values repeat from span to span (the queue, the kind, the family...):
-# each pair is encoded once. The others (ids, sizes, counts) are encoded every time.
+# each pair is encoded once, as are small counts of any key. The others (ids, sizes)
+# are encoded every time.
 _REPEATING = frozenset(
     {
         "messaging.system",
@@ -200,14 +213,17 @@ _REPEATING = frozenset(
         "error.type",
     }
 )
+_SMALL = 0x80  # counts below it are kept encoded, whatever their key
 _PAIRS: dict[tuple[str, type, Any], bytes] = {}
 _PAIRS_KEPT = 4096  # a bound, should a repeating attribute's values not repeat after all
 
 
 def key_value(key: str, value: Any) -> bytes:
-    if key in _REPEATING:
+    """A Span's attribute (field 9): a KeyValue."""
+    kind = type(value)
+    if key in _REPEATING or (kind is int and 0 <= value < _SMALL):
         # The type too: True == 1 and "1" != 1, but each encodes differently.
-        pair = (key, type(value), value)
+        pair = (key, kind, value)
         encoded = _PAIRS.get(pair)
         if encoded is None:
             encoded = _encode_key_value(key, value)
@@ -224,77 +240,93 @@ def _encode_key_value(key: str, value: Any) -> bytes:
     return length_delimited(b"\x4a", prefix + length_delimited(b"\x12", any_value(value)))
 
 
-class SpanRecord:
-    """One finished span, as plain values until the export thread encodes it."""
+def encode_attributes(items: Mapping[str, Any]) -> bytes:
+    return b"".join(key_value(key, value) for key, value in items.items())
 
-    __slots__ = (
-        "attributes",
-        "end_ns",
-        "kind",
-        "name",
-        "parent_id",
-        "span_id",
-        "start_ns",
-        "status",
-        "trace_id",
-        "tracestate",
-    )
 
-    def __init__(
-        self,
-        trace_id: int,
-        span_id: int,
-        parent_id: int,
-        name: str,
-        kind: int,
-        start_ns: int,
-        end_ns: int = 0,
-        attributes: dict[str, Any] | None = None,
-        tracestate: str = "",
-    ) -> None:
-        self.trace_id = trace_id
-        self.span_id = span_id
-        self.parent_id = parent_id
+def key_field(key: str) -> bytes:
+    """A KeyValue's key 1, encoded."""
+    prefix = _KEYS.get(key)
+    if prefix is None:
+        prefix = _KEYS[key] = length_delimited(b"\x0a", key.encode())
+    return prefix
+
+
+_SHORT = 256  # string values up to this many bytes long take AttributeKey's fast path
+
+
+class AttributeKey:
+    """An attribute's key, with what comes before each of its values encoded once: by
+    the length of a string value (up to _SHORT bytes) or of an int's varint."""
+
+    __slots__ = ("ints", "name", "strings")
+
+    def __init__(self, name: str) -> None:
         self.name = name
-        self.kind = kind
-        self.start_ns = start_ns
-        self.end_ns = end_ns
-        self.attributes = attributes
-        self.tracestate = tracestate
-        self.status = UNSET
+        key = key_field(name)
+        strings = []
+        for size in range(_SHORT):
+            value = b"\x0a" + varint(size)  # AnyValue's string 1, without the text
+            pair = key + b"\x12" + varint(len(value) + size)
+            strings.append(b"\x4a" + varint(len(pair) + len(value) + size) + pair + value)
+        self.strings = tuple(strings)
+        ints = [b""]
+        for size in range(1, 11):  # AnyValue's int 3: a varint of 1 to 10 bytes
+            pair = key + b"\x12" + varint(1 + size) + b"\x18"
+            ints.append(b"\x4a" + varint(len(pair) + size) + pair)
+        self.ints = tuple(ints)
 
-    def encode(self) -> bytes:
-        """The span's Span message: trace_id 1, span_id 2, trace_state 3,
-        parent_span_id 4, name 5, kind 6, start 7, end 8, attributes 9, status 15."""
-        parts = [
-            b"\x0a\x10",
-            self.trace_id.to_bytes(16, "big"),
-            b"\x12\x08",
-            self.span_id.to_bytes(8, "big"),
-        ]
-        if self.tracestate:
-            parts.append(length_delimited(b"\x1a", self.tracestate.encode()))
-        if self.parent_id:
-            parts += (b"\x22\x08", self.parent_id.to_bytes(8, "big"))
-        parts += (
-            length_delimited(b"\x2a", self.name.encode()),
-            b"\x30",
-            varint(self.kind),
-            b"\x39",
-            self.start_ns.to_bytes(8, "little"),
-            b"\x41",
-            self.end_ns.to_bytes(8, "little"),
-        )
-        if self.attributes:
-            parts += [key_value(key, value) for key, value in self.attributes.items()]
-        if self.status:
-            parts.append(length_delimited(b"\x7a", b"\x18" + varint(self.status)))
-        return b"".join(parts)
+    def string(self, text: str) -> bytes:
+        """key_value(name, text)."""
+        value = text.encode()
+        if len(value) < _SHORT:
+            return self.strings[len(value)] + value
+        return _encode_key_value(self.name, text)
+
+    def int(self, number: int) -> bytes:
+        """key_value(name, number)."""
+        value = varint(number)
+        return self.ints[len(value)] + value
 
 
-def encode_request(resource: bytes, scope: bytes, spans: Sequence[SpanRecord]) -> bytes:
-    """An ExportTraceServiceRequest holding `spans` under one resource and scope."""
-    scope_spans = scope + b"".join(length_delimited(b"\x12", span.encode()) for span in spans)
+_DELIVERY_TAG = AttributeKey("messaging.rabbitmq.message.delivery_tag")
+_BODY_SIZE = AttributeKey("messaging.message.body.size")
+_MESSAGE_ID = AttributeKey("messaging.message.id")
+_CONVERSATION_ID = AttributeKey("messaging.message.conversation_id")
+_JOB_ID = AttributeKey("prompt_worker.job_id")
+_MASKED_TOTAL = AttributeKey("prompt_worker.masked_total")
+_TOKENS_LEFT_OUT = AttributeKey("prompt_worker.budget.tokens_left_out")
+_REDELIVERED = {
+    False: key_value("messaging.rabbitmq.message.redelivered", False),
+    True: key_value("messaging.rabbitmq.message.redelivered", True),
+}
+# A job outcome's attributes that repeat (status, kind, family, template version,
+# error code, trimmed), encoded once for each combination (at most _PAIRS_KEPT).
+_OUTCOMES: dict[tuple[Any, ...], bytes] = {}
+_NOTHING_MASKED = _MASKED_TOTAL.int(0)
+
+# A span's start 7 and end 8: fixed64 nanoseconds since the epoch.
+_LOW_64_BITS = (1 << 64) - 1  # the part of a trace id the ratio samplers look at
+_TIMES = struct.Struct("<BQBQ")
+# A phase span after its name and kind: start 7, end 8, its trace_id 1 and parent 4 and
+# the tag of its span_id 2 (30 bytes), and its span_id.
+_PHASE = struct.Struct("<BQBQ30sQ")
+_ERROR_STATUS = length_delimited(b"\x7a", b"\x18" + varint(ERROR))  # status 15: code 3
+
+
+def span_head(name: str, kind: int) -> bytes:
+    """A Span's name 5 and kind 6."""
+    return length_delimited(b"\x2a", name.encode()) + b"\x30" + varint(kind)
+
+
+def parent_field(span_id: int) -> bytes:
+    return b"\x22\x08" + span_id.to_bytes(8, "big") if span_id else b""
+
+
+def encode_request(resource: bytes, scope: bytes, spans: Sequence[bytes]) -> bytes:
+    """An ExportTraceServiceRequest holding `spans` (each one a Span, encoded as
+    ScopeSpans' field 2) under one resource and scope."""
+    scope_spans = scope + b"".join(spans)
     resource_spans = resource + length_delimited(b"\x12", scope_spans)
     return length_delimited(b"\x0a", resource_spans)
 
@@ -447,9 +479,13 @@ class QueueSettings:
 
 
 class ExportQueue:
-    """Finished spans wait in a bounded queue for one exporting thread; a full queue
-    drops spans and says so through `on_dropped(n)`, so that a receiver that is down
-    costs the worker nothing but the spans."""
+    """Finished spans (encoded) wait in a bounded queue for one exporting thread; a full
+    queue drops spans and says so through `on_dropped(n)`, so that a receiver that is
+    down costs the worker nothing but the spans.
+
+    The thread is woken when a batch is full and then sends full batches only; what is
+    left waits for the next full batch or the schedule delay, so that a busy worker
+    sends few, large requests."""
 
     def __init__(
         self,
@@ -464,19 +500,22 @@ class ExportQueue:
         self.settings = settings
         self.on_dropped = on_dropped
         self.dropped = 0
-        self.spans: collections.deque[SpanRecord] = collections.deque()
+        self.spans: collections.deque[bytes] = collections.deque()
         self.wake = threading.Event()
         self.stopping = False
         self.lock = threading.Lock()  # one export at a time: the thread's or a flush
         self.thread = threading.Thread(target=self.export_loop, name="otel-export", daemon=True)
         self.thread.start()
 
-    def add(self, spans: Sequence[SpanRecord]) -> None:
-        if len(self.spans) + len(spans) > self.settings.max_queue_size:
+    def add(self, spans: Sequence[bytes]) -> None:
+        """Queue encoded spans (as encode_request takes them), or drop them all when
+        they do not fit."""
+        queued = len(self.spans) + len(spans)
+        if queued > self.settings.max_queue_size:
             self.drop(len(spans))
             return
         self.spans.extend(spans)
-        if len(self.spans) >= self.settings.max_export_batch_size:
+        if queued >= self.settings.max_export_batch_size and not self.wake.is_set():
             self.wake.set()
 
     def drop(self, count: int) -> None:
@@ -486,17 +525,18 @@ class ExportQueue:
 
     def export_loop(self) -> None:
         while not self.stopping:
-            self.wake.wait(self.settings.schedule_delay_s)
+            woken = self.wake.wait(self.settings.schedule_delay_s)
             self.wake.clear()
-            self.flush()
+            self.flush(full_batches_only=woken and not self.stopping)
         self.flush()
 
-    def flush(self) -> None:
+    def flush(self, full_batches_only: bool = False) -> None:
+        """Send what is queued (`full_batches_only`: as many full batches as there are)."""
+        size = self.settings.max_export_batch_size
+        spans = self.spans
         with self.lock:
-            while self.spans:
-                batch: list[SpanRecord] = []
-                while self.spans and len(batch) < self.settings.max_export_batch_size:
-                    batch.append(self.spans.popleft())
+            while spans and (len(spans) >= size or not full_batches_only):
+                batch = [spans.popleft() for _ in range(min(size, len(spans)))]
                 try:
                     self.receiver.send(encode_request(self.resource, self.scope, batch))
                 except Exception:  # the receiver's trouble must never reach the worker
@@ -541,6 +581,10 @@ class JobTracing:
         self.queue = queue
         self.log_ignored = log_ignored
         self.random = random.Random()
+        # What every span of a kind repeats, encoded once: by queue, routing key, phase.
+        self._process_heads: dict[str, tuple[bytes, bytes]] = {}
+        self._send_heads: dict[str, tuple[bytes, bytes, bytes]] = {}
+        self._phase_heads: dict[str, bytes] = {}
 
     @classmethod
     def from_environment(
@@ -578,31 +622,28 @@ class JobTracing:
             self.log_ignored(traceparent[:80])
         return parent
 
-    def _start(
-        self, headers: Mapping[str, Any] | None, name: str, kind: int
-    ) -> tuple[SpanRecord, bool]:
-        """A span starting now, the child of the context in `headers` (else a new
-        trace's root), and whether the sampler keeps it."""
-        parent = self.parent(headers)
-        trace_id = parent.trace_id if parent is not None else self.random.getrandbits(128)
-        record = SpanRecord(
-            trace_id,
-            self.random.getrandbits(64) or 1,
-            parent.span_id if parent is not None else 0,
-            name,
-            kind,
-            time.time_ns(),
-            tracestate=parent.tracestate if parent is not None else "",
-        )
-        return record, self.sampler.sampled(parent, trace_id)
+    def _context(self, headers: Mapping[str, Any] | None) -> tuple[int, int, str, bool]:
+        """The trace a span joins: the context in `headers` (else a new trace): its trace
+        id, the parent span id (0: none), its tracestate, and whether it is sampled."""
+        parent = self.parent(headers) if headers else None
+        if parent is None:
+            trace_id = self.random.getrandbits(128)
+            return trace_id, 0, "", self.sampler.sampled(None, trace_id)
+        sampled = self.sampler.sampled(parent, parent.trace_id)
+        return parent.trace_id, parent.span_id, parent.tracestate, sampled
+
+    def span_id(self) -> int:
+        return self.random.getrandbits(64) or 1
 
     def send(self, routing_key: str, headers: Mapping[str, Any] | None = None) -> "SendSpan":
         """A producer's span for publishing a job to `routing_key`: the child of the
         context in `headers` (a dead letter's, say), else a new trace's root."""
-        record, sampled = self._start(headers, f"send {routing_key}", PRODUCER)
+        trace_id, parent_id, tracestate, sampled = self._context(headers)
+        span = SendSpan(self, trace_id, self.span_id(), routing_key, sampled, tracestate)
         if sampled:
-            record.attributes = send_attributes(routing_key)
-        return SendSpan(record, sampled, record.tracestate, self.queue)
+            span.parent_id = parent_id
+            span.queued = True
+        return span
 
     def process(
         self,
@@ -615,26 +656,148 @@ class JobTracing:
         redelivered: bool,
         body_size: int,
     ) -> "ProcessSpan":
-        """Start the process span of one delivery."""
-        record, sampled = self._start(headers, f"process {queue}", CONSUMER)
+        """Start the process span of one delivery. Unsampled, it only keeps the trace's
+        context, for the reply."""
+        if headers:
+            trace, parent_id, tracestate, sampled = self._context(headers)
+        else:  # a new trace: the root sampler decides
+            trace, parent_id, tracestate = self.random.getrandbits(128), 0, ""
+            sampled = trace & _LOW_64_BITS < self.sampler.bound
+        span = ProcessSpan(self, trace, tracestate, sampled)
         if sampled:
-            attributes: dict[str, Any] = {
-                "messaging.system": SYSTEM,
-                "messaging.operation.type": "process",
-                "messaging.operation.name": "process",
-                "messaging.destination.name": "",  # the default exchange
-                "messaging.rabbitmq.destination.routing_key": queue,
-                "messaging.consumer.group.name": queue,
-                "messaging.rabbitmq.message.delivery_tag": delivery_tag,
-                "messaging.message.body.size": body_size,
-                "messaging.rabbitmq.message.redelivered": redelivered,
-            }
-            if message_id:
-                attributes["messaging.message.id"] = message_id
-            if correlation_id:
-                attributes["messaging.message.conversation_id"] = correlation_id
-            record.attributes = attributes
-        return ProcessSpan(self, record, sampled)
+            span.start_ns = time.time_ns()
+            span.span_id = self.span_id()
+            span.parent_id = parent_id
+            span.delivery = (
+                queue,
+                message_id,
+                correlation_id,
+                delivery_tag,
+                redelivered,
+                body_size,
+            )
+            span.outcome = span.sends = span.trace_hex = None
+        return span
+
+    # -- encoding, once a span has ended --------------------------------------------
+
+    def process_head(self, queue: str) -> tuple[bytes, bytes]:
+        """A process span's name and kind, and the attributes of its queue."""
+        head = self._process_heads.get(queue)
+        if head is None:
+            head = self._process_heads[queue] = (
+                span_head(f"process {queue}", CONSUMER),
+                encode_attributes(
+                    {
+                        "messaging.system": SYSTEM,
+                        "messaging.operation.type": "process",
+                        "messaging.operation.name": "process",
+                        "messaging.destination.name": "",  # the default exchange
+                        "messaging.rabbitmq.destination.routing_key": queue,
+                        "messaging.consumer.group.name": queue,
+                    }
+                ),
+            )
+        return head
+
+    def send_head(self, routing_key: str) -> tuple[bytes, bytes, bytes]:
+        """A send span's name and kind, its attributes (all of them), and what it
+        begins with as a process span's child that went well: its length too."""
+        head = self._send_heads.get(routing_key)
+        if head is None:
+            named = span_head(f"send {routing_key}", PRODUCER)
+            attributes = encode_attributes(
+                {
+                    "messaging.system": SYSTEM,
+                    "messaging.operation.type": "send",
+                    "messaging.operation.name": "publish",
+                    "messaging.destination.name": "",  # the default exchange
+                    "messaging.rabbitmq.destination.routing_key": routing_key,
+                }
+            )
+            # As a process span's child that went well, its length is known too: the
+            # name and kind, start and end, attributes, the 30 bytes of where it
+            # belongs (_PHASE's) and its span id.
+            size = len(named) + _TIMES.size + len(attributes) + 30 + 8
+            head = self._send_heads[routing_key] = (
+                named,
+                attributes,
+                b"\x12" + varint(size) + named,
+            )
+        return head
+
+    def phase_head(self, name: str) -> bytes:
+        """What a phase span of that name begins with: its length (as ScopeSpans' field
+        2) and its name and kind, which come first (protobuf takes fields in any order)."""
+        head = self._phase_heads.get(name)
+        if head is None:
+            named = span_head(name, INTERNAL)
+            head = self._phase_heads[name] = b"\x12" + varint(len(named) + _PHASE.size) + named
+        return head
+
+    def encode_process(self, span: "ProcessSpan", end_ns: int) -> list[bytes]:
+        """A job's spans: its process span, its render phases and its sends. Written
+        for the interpreter's sake: a job's spans cost some hundred bytecodes."""
+        queue, message_id, correlation_id, delivery_tag, redelivered, body_size = span.delivery
+        try:
+            head, queue_attributes = self._process_heads[queue]
+        except KeyError:
+            head, queue_attributes = self.process_head(queue)
+        own = span.span_id.to_bytes(8, "big")
+        trace = b"\x0a\x10" + span.trace.to_bytes(16, "big")
+        # What every child span says of where it belongs: the trace, its parent, and
+        # the tag of its own span id, which follows (_PHASE's 30 bytes).
+        family = trace + b"\x22\x08" + own + b"\x12\x08"
+        parts = [trace, b"\x12\x08", own]
+        if span.tracestate:
+            parts.append(length_delimited(b"\x1a", span.tracestate.encode()))
+        if span.parent_id:
+            parts += (b"\x22\x08", span.parent_id.to_bytes(8, "big"))
+        parts += (
+            head,
+            _TIMES.pack(0x39, span.start_ns, 0x41, end_ns),
+            queue_attributes,
+            _DELIVERY_TAG.int(delivery_tag),
+            _BODY_SIZE.int(body_size),
+            _REDELIVERED[redelivered],
+        )
+        if message_id:
+            parts.append(_MESSAGE_ID.string(message_id))
+        if correlation_id:
+            parts.append(_CONVERSATION_ID.string(correlation_id))
+        spans = [b""]  # the process span goes first, once its attributes are all known
+        outcome = span.outcome
+        if outcome is not None:
+            parts.append(outcome_attributes(outcome))
+            if outcome.status != "ok":
+                parts.append(_ERROR_STATUS)
+            phases = outcome.phases
+            if phases:
+                offset = time.time_ns() - time.perf_counter_ns()
+                heads, pack, bits = self._phase_heads, _PHASE.pack, self.random.getrandbits
+                for name, started, ended in phases:
+                    try:
+                        phase = heads[name]
+                    except KeyError:
+                        phase = self.phase_head(name)
+                    # Random span ids need no byte order: any eight random bytes are one.
+                    spans.append(
+                        phase
+                        + pack(
+                            0x39,
+                            offset + int(started * 1e9),
+                            0x41,
+                            offset + int(ended * 1e9),
+                            family,
+                            bits(64) or 1,
+                        )
+                    )
+        if span.sends:
+            for send in span.sends:
+                spans.append(send.encode(family))
+        body = b"".join(parts)
+        spans[0] = b"\x12" + varint(len(body)) + body
+        return spans
 
 
 class Rendered(Protocol):
@@ -663,144 +826,208 @@ class Rendered(Protocol):
     def phases(self) -> Sequence[Phase]: ...
 
 
-def send_attributes(routing_key: str) -> dict[str, Any]:
-    return {
-        "messaging.system": SYSTEM,
-        "messaging.operation.type": "send",
-        "messaging.operation.name": "publish",
-        "messaging.destination.name": "",  # the default exchange
-        "messaging.rabbitmq.destination.routing_key": routing_key,
-    }
-
-
-def outcome_attributes(
-    *,
-    status: str,
-    job_id: str | None,
-    kind: str | None,
-    family: str | None,
-    template_version: str | None,
-    error_code: str | None,
-    masked: Mapping[str, int],
-    trimmed: bool,
-    tokens_left_out: int,
-) -> dict[str, Any]:
-    """What a process span says of a job's outcome: never payload text."""
-    attributes: dict[str, Any] = {"prompt_worker.status": status}
-    for key, value in (
-        ("prompt_worker.job_id", job_id),
-        ("prompt_worker.kind", kind),
-        ("prompt_worker.family", family),
-        ("prompt_worker.template_version", template_version),
-        ("error.type", error_code),
-    ):
-        if value:
-            attributes[key] = value
-    for detector, count in masked.items():
-        attributes[f"prompt_worker.masked.{detector}"] = count
-    attributes["prompt_worker.masked_total"] = sum(masked.values())
-    attributes["prompt_worker.budget.trimmed"] = trimmed
-    attributes["prompt_worker.budget.tokens_left_out"] = tokens_left_out
-    return attributes
+def outcome_attributes(outcome: Rendered) -> bytes:
+    """What a process span says of a job's outcome (encoded attributes): never payload
+    text. What repeats from job to job (its status, kind, family, template version,
+    error code and whether it was trimmed) is encoded once."""
+    common = (
+        outcome.status,
+        outcome.kind,
+        outcome.family,
+        outcome.template_version,
+        outcome.error_code,
+        outcome.trimmed,
+    )
+    encoded = _OUTCOMES.get(common)
+    if encoded is None:
+        status, kind, family, template_version, error_code, trimmed = common
+        encoded = key_value("prompt_worker.status", status)
+        for key, value in (
+            ("prompt_worker.kind", kind),
+            ("prompt_worker.family", family),
+            ("prompt_worker.template_version", template_version),
+            ("error.type", error_code),
+        ):
+            if value:
+                encoded += key_value(key, value)
+        encoded += key_value("prompt_worker.budget.trimmed", trimmed)
+        if len(_OUTCOMES) < _PAIRS_KEPT:
+            _OUTCOMES[common] = encoded
+    job_id, masked = outcome.job_id, outcome.masked
+    if masked:
+        parts = [encoded, _JOB_ID.string(job_id) if job_id else b""]
+        for detector, count in masked.items():
+            parts.append(key_value(f"prompt_worker.masked.{detector}", count))
+        parts += (
+            _MASKED_TOTAL.int(sum(masked.values())),
+            _TOKENS_LEFT_OUT.int(outcome.tokens_left_out),
+        )
+        return b"".join(parts)
+    return b"".join(
+        (
+            encoded,
+            _JOB_ID.string(job_id) if job_id else b"",
+            _NOTHING_MASKED,
+            _TOKENS_LEFT_OUT.int(outcome.tokens_left_out),
+        )
+    )
 
 
 class ProcessSpan:
-    """The process span of one delivery and the children made under it; what is not
-    sampled is never recorded, but its context still travels on with the reply."""
+    """The process span of one delivery and what is made under it. Its spans are
+    encoded when it ends; what is not sampled is never recorded, but its context still
+    travels on with the reply."""
 
-    __slots__ = ("children", "record", "sampled", "tracing")
+    __slots__ = (
+        "delivery",
+        "outcome",
+        "parent_id",
+        "sampled",
+        "sends",
+        "span_id",
+        "start_ns",
+        "trace",
+        "trace_hex",
+        "tracestate",
+        "tracing",
+    )
+    # Set only when sampled (JobTracing.process): the process span's own id, its
+    # parent's, its start, the delivery's facts (queue, message id, correlation id, tag,
+    # redelivered, body size), the render's outcome and the reply's send spans.
+    span_id: int
+    parent_id: int
+    start_ns: int
+    delivery: tuple[str, str | None, str | None, int, bool, int]
+    outcome: "Rendered | None"
+    sends: "list[SendSpan] | None"
 
-    def __init__(self, tracing: JobTracing, record: SpanRecord, sampled: bool) -> None:
+    def __init__(self, tracing: JobTracing, trace: int, tracestate: str, sampled: bool) -> None:
         self.tracing = tracing
-        self.record = record
+        self.trace = trace
+        self.tracestate = tracestate
         self.sampled = sampled
-        self.children: list[SpanRecord] = []
+        self.trace_hex: str | None = None
 
     @property
     def trace_id(self) -> str | None:
         """The trace id in hex when the span is sampled (a metric's exemplar)."""
-        return format(self.record.trace_id, "032x") if self.sampled else None
-
-    def child(self, name: str, kind: int, start_ns: int, end_ns: int = 0) -> SpanRecord:
-        record = self.record
-        span = SpanRecord(
-            record.trace_id,
-            self.tracing.random.getrandbits(64) or 1,
-            record.span_id,
-            name,
-            kind,
-            start_ns,
-            end_ns,
-        )
-        if self.sampled:
-            self.children.append(span)
-        return span
-
-    def rendered(self, outcome: "Rendered") -> None:
-        """What the render made of the job: its phases (child spans) and outcome."""
         if not self.sampled:
-            return
-        offset = wall_clock_offset_ns()
-        for name, started, ended in outcome.phases:
-            self.child(name, INTERNAL, offset + int(started * 1e9), offset + int(ended * 1e9))
-        attributes = self.record.attributes
-        assert attributes is not None
-        attributes.update(
-            outcome_attributes(
-                status=outcome.status,
-                job_id=outcome.job_id,
-                kind=outcome.kind,
-                family=outcome.family,
-                template_version=outcome.template_version,
-                error_code=outcome.error_code,
-                masked=outcome.masked,
-                trimmed=outcome.trimmed,
-                tokens_left_out=outcome.tokens_left_out,
-            )
-        )
-        if outcome.status != "ok":
-            self.record.status = ERROR
+            return None
+        if self.trace_hex is None:
+            self.trace_hex = format(self.trace, "032x")
+        return self.trace_hex
+
+    def rendered(self, outcome: Rendered) -> None:
+        """What the render made of the job: its phases (child spans) and outcome."""
+        if self.sampled:
+            self.outcome = outcome
 
     def send(self, routing_key: str) -> "SendSpan":
         """Start the reply's send span; its context goes into the reply's headers."""
-        span = self.child(f"send {routing_key}", PRODUCER, time.time_ns())
+        tracing = self.tracing
+        span = SendSpan(
+            tracing, self.trace, tracing.span_id(), routing_key, self.sampled, self.tracestate
+        )
         if self.sampled:
-            span.attributes = send_attributes(routing_key)
-        return SendSpan(span, self.sampled, self.record.tracestate)
+            if self.sends is None:
+                self.sends = [span]
+            else:
+                self.sends.append(span)
+        return span
 
     def end(self) -> None:
-        if not self.sampled:
-            return
-        self.record.end_ns = time.time_ns()
-        self.tracing.queue.add([self.record, *self.children])
+        if self.sampled:
+            tracing = self.tracing
+            tracing.queue.add(tracing.encode_process(self, time.time_ns()))
 
 
 class SendSpan:
     """The span of publishing a message (a reply, or a producer's job), up to the
-    broker's confirm. `queue`: where a span of its own (not a process span's child)
-    goes when it ends."""
+    broker's confirm. One of its own (`queued`: not a process span's child) is queued
+    for export when it ends."""
 
-    __slots__ = ("headers", "queue", "record")
+    __slots__ = (
+        "end_ns",
+        "error",
+        "headers",
+        "parent_id",
+        "queued",
+        "routing_key",
+        "sampled",
+        "span_id",
+        "start_ns",
+        "trace",
+        "tracestate",
+        "tracing",
+    )
+    # Set only when sampled.
+    tracing: JobTracing
+    trace: int
+    span_id: int
+    routing_key: str
+    tracestate: str
+    parent_id: int
+    start_ns: int
+    end_ns: int
+    error: bool
+    queued: bool
 
     def __init__(
         self,
-        record: SpanRecord,
+        tracing: JobTracing,
+        trace: int,
+        span_id: int,
+        routing_key: str,
         sampled: bool,
         tracestate: str,
-        queue: ExportQueue | None = None,
     ) -> None:
-        self.record = record
-        self.queue = queue if sampled else None
+        self.sampled = sampled
         # The reply's traceparent: the LLM caller's span becomes this span's child. An
         # unsampled one travels too: its flags tell the caller not to sample either.
-        flags = "01" if sampled else "00"
-        self.headers = {TRACEPARENT: f"00-{record.trace_id:032x}-{record.span_id:016x}-{flags}"}
+        self.headers = {TRACEPARENT: f"00-{trace:032x}-{span_id:016x}-{'01' if sampled else '00'}"}
         if tracestate:
             self.headers[TRACESTATE] = tracestate
+        if sampled:
+            self.start_ns = time.time_ns()
+            self.tracing = tracing
+            self.trace = trace
+            self.span_id = span_id
+            self.routing_key = routing_key
+            self.tracestate = tracestate
+            self.parent_id = self.end_ns = 0
+            self.error = self.queued = False
 
     def end(self, error: BaseException | None = None) -> None:
-        self.record.end_ns = time.time_ns()
+        if not self.sampled:
+            return
+        self.end_ns = time.time_ns()
         if error is not None:
-            self.record.status = ERROR
-        if self.queue is not None:
-            self.queue.add([self.record])
+            self.error = True
+        if self.queued:
+            trace = b"\x0a\x10" + self.trace.to_bytes(16, "big")
+            self.tracing.queue.add(
+                [self.encode(trace + parent_field(self.parent_id) + b"\x12\x08")]
+            )
+
+    def encode(self, family: bytes) -> bytes:
+        """The span, `family` saying where it belongs (JobTracing.encode_process)."""
+        tracing = self.tracing
+        head, attributes, as_child = tracing.send_head(self.routing_key)
+        times = _TIMES.pack(0x39, self.start_ns, 0x41, self.end_ns)
+        span_id = self.span_id.to_bytes(8, "big")
+        if not self.error and not self.queued and len(family) == 30:
+            return b"".join((as_child, times, attributes, family, span_id))
+        body = b"".join(
+            (
+                head,
+                times,
+                attributes,
+                _ERROR_STATUS if self.error else b"",
+                length_delimited(b"\x1a", self.tracestate.encode())
+                if self.queued and self.tracestate
+                else b"",
+                family,
+                span_id,
+            )
+        )
+        return b"\x12" + varint(len(body)) + body
