@@ -2,7 +2,7 @@
 
 from typing import TypedDict
 
-from worker.ops.metrics import Metrics
+from worker.ops.metrics import EXEMPLAR_INTERVAL, ExemplarGate, Metrics
 
 
 class _Done(TypedDict):
@@ -90,3 +90,41 @@ def test_trimmed_jobs_count_by_kind_with_the_tokens_they_left_out() -> None:
     assert sample(metrics, "prompt_worker_budget_tokens_left_out_total", kind="react") == 1500
     assert sample(metrics, "prompt_worker_budget_trimmed_total", kind="legacy_react") == 1
     assert sample(metrics, "prompt_worker_budget_tokens_left_out_total", kind="synthesis") == 0
+
+
+def exemplars(metrics: Metrics, name: str) -> dict[str, str]:
+    """Each bucket's (`le`) exemplar trace id of `name`'s buckets."""
+    return {
+        s.labels["le"]: s.exemplar.labels["trace_id"]
+        for family in metrics.registry.collect()
+        for s in family.samples
+        if s.name == f"{name}_bucket" and s.exemplar is not None
+    }
+
+
+def test_a_bucket_takes_a_new_exemplar_at_most_once_an_interval() -> None:
+    gate = ExemplarGate((0.001, 0.01))
+    assert gate.admit(0.0005, now=100.0)  # the first in its bucket
+    assert not gate.admit(0.0009, now=100.5)  # the same bucket, within the interval
+    assert not gate.admit(0.001, now=100.5)  # on its bound: that bucket (le="0.001") too
+    assert gate.admit(0.0011, now=100.5)  # the next bucket: its first
+    assert gate.admit(0.02, now=100.5)  # the +Inf bucket
+    assert not gate.admit(0.0001, now=100.0 + EXEMPLAR_INTERVAL - 0.01)
+    assert gate.admit(0.0001, now=100.0 + EXEMPLAR_INTERVAL)
+
+
+def test_the_first_sampled_job_of_a_bucket_is_its_exemplar_and_a_slow_one_gets_its_own() -> None:
+    metrics = Metrics("1.2.3")
+    done: _Done = {"seconds": 0.002, "request_bytes": 100, "render_seconds": 0.0004}
+    metrics.job_done("react", "ok", "", **done, trace_id="a" * 32)
+    metrics.job_done("react", "ok", "", **done, trace_id="b" * 32)  # the same buckets
+    metrics.job_done("react", "ok", "", **done)  # not sampled
+    slow: _Done = {"seconds": 0.3, "request_bytes": 100, "render_seconds": 0.2}
+    metrics.job_done("react", "ok", "", **slow, trace_id="c" * 32)
+
+    assert exemplars(metrics, "prompt_worker_job_seconds") == {"0.002": "a" * 32, "0.5": "c" * 32}
+    assert exemplars(metrics, "prompt_worker_render_seconds") == {
+        "0.0005": "a" * 32,
+        "0.25": "c" * 32,
+    }
+    assert sample(metrics, "prompt_worker_job_seconds_count", kind="react") == 4

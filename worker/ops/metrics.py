@@ -5,8 +5,10 @@ nothing without changing them too. Each `Metrics` owns its `CollectorRegistry`, 
 several workers (or tests) in one process do not share counters.
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -37,6 +39,10 @@ METRIC_NAMES: tuple[str, ...] = (
 )
 
 UNKNOWN_KIND = "unknown"
+# A bucket's exemplar is replaced at most this often (seconds). A scraper reads one
+# exemplar a bucket every 15 s or more, and setting one costs prometheus_client a
+# validation, a tuple and a lock: with every job sampled, a fifth of tracing's cost.
+EXEMPLAR_INTERVAL = 1.0
 _KIND_LABELS: dict[str, str] = {k.value: k.value for k in Kind} | {
     alias: kind.value for alias, kind in KIND_ALIASES.items()
 }
@@ -100,6 +106,29 @@ class _KindSeries:
     job_seconds: Histogram
     render_seconds: Histogram
     prompt_chars: Histogram
+    job_exemplars: "ExemplarGate"
+    render_exemplars: "ExemplarGate"
+
+
+@dataclass(slots=True)
+class ExemplarGate:
+    """Whether an observation of a histogram may replace its bucket's exemplar: the
+    first in each bucket, then at most one a bucket every `interval` seconds, so that a
+    rare slow bucket keeps getting fresh trace ids however busy the fast ones are."""
+
+    bounds: Sequence[float]
+    interval: float = EXEMPLAR_INTERVAL
+    next_at: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.next_at = [0.0] * (len(self.bounds) + 1)  # + the +Inf bucket
+
+    def admit(self, value: float, now: float) -> bool:
+        bucket = bisect_left(self.bounds, value)  # the first bound >= value, as Prometheus
+        if now < self.next_at[bucket]:
+            return False
+        self.next_at[bucket] = now + self.interval
+        return True
 
 
 class Metrics:
@@ -239,6 +268,8 @@ class Metrics:
                 self.job_seconds.labels(kind=kind),
                 self.render_seconds.labels(kind=kind),
                 self.prompt_chars.labels(kind=kind),
+                ExemplarGate(JOB_BUCKETS),
+                ExemplarGate(RENDER_BUCKETS),
             )
         return series
 
@@ -259,7 +290,7 @@ class Metrics:
         """Count one answered job; `render_seconds` only for ok jobs. `kind` is a label
         from `kind_label`. `tokens_left_out` only for jobs trimmed to fit a budget.
         `trace_id` (hex, a sampled trace) becomes the latency histograms' exemplar,
-        shown to a scraper that asks for OpenMetrics."""
+        shown to a scraper that asks for OpenMetrics, when its bucket's gate admits it."""
         key = (kind, status, code)
         counter = self._jobs.get(key)
         if counter is None:
@@ -267,10 +298,13 @@ class Metrics:
         counter.inc()
         series = self._kind(kind)
         exemplar = None if trace_id is None else {"trace_id": trace_id}
-        series.job_seconds.observe(seconds, exemplar)
+        now = time.monotonic() if exemplar is not None else 0.0
+        admitted = exemplar is not None and series.job_exemplars.admit(seconds, now)
+        series.job_seconds.observe(seconds, exemplar if admitted else None)
         self.request_bytes.observe(request_bytes)
         if render_seconds is not None:
-            series.render_seconds.observe(render_seconds, exemplar)
+            admitted = exemplar is not None and series.render_exemplars.admit(render_seconds, now)
+            series.render_seconds.observe(render_seconds, exemplar if admitted else None)
             series.prompt_chars.observe(prompt_chars)
         if tokens_left_out is not None:
             # Rare (only trimmed jobs): no cache of the labelled children needed.
