@@ -154,23 +154,24 @@ async def test_a_client_and_a_rerender_run_lose_their_node_and_finish(
 # dead node's: the record of that name goes, whatever queue holds the name by then. 3.10:
 # rabbit_amqqueue:delete_queue/1; 4.0 on Mnesia (its default store):
 # rabbit_db_queue:delete_transient_in_mnesia_tx/1, ten names a transaction.
-LATE_CLEANUP = {
-    "3.10": """
+LATE_CLEANUP = """
 Name = rabbit_misc:r(<<"/">>, queue, <<"{name}">>),
-rabbit_misc:execute_mnesia_transaction(fun () ->
+{transaction}(fun () ->
     ok = mnesia:delete({{rabbit_queue, Name}}),
-    rabbit_binding:remove_transient_for_destination(Name)
+    {bindings}(Name)
 end),
 ok.
-""",
-    "4.0": """
-Name = rabbit_misc:r(<<"/">>, queue, <<"{name}">>),
-rabbit_mnesia:execute_mnesia_transaction(fun () ->
-    ok = mnesia:delete({{rabbit_queue, Name}}),
-    rabbit_db_binding:delete_transient_for_destination_in_mnesia(Name)
-end),
-ok.
-""",
+"""
+# Where each version keeps the transaction and the removal of the name's bindings.
+LATE_CLEANUP_FUNCTIONS = {
+    "3.10": {
+        "transaction": "rabbit_misc:execute_mnesia_transaction",
+        "bindings": "rabbit_binding:remove_transient_for_destination",
+    },
+    "4.0": {
+        "transaction": "rabbit_mnesia:execute_mnesia_transaction",
+        "bindings": "rabbit_db_binding:delete_transient_for_destination_in_mnesia",
+    },
 }
 
 
@@ -201,7 +202,8 @@ async def test_a_late_clean_up_of_the_dead_nodes_reply_queue_costs_no_call(
         # Answered: the client consumes its reply queue on the survivor again.
         assert (await client.build(a_job("moved"), timeout=60))["status"] == "ok"
 
-        cluster.nodes[2].ctl("eval", LATE_CLEANUP[NODE_VERSION].format(name=on_the_dead_node))
+        cleanup = LATE_CLEANUP.format(name=on_the_dead_node, **LATE_CLEANUP_FUNCTIONS[NODE_VERSION])
+        cluster.nodes[2].ctl("eval", cleanup)
 
         ids = [f"after-clean-up-{i}" for i in range(20)]
         # The timeout bounds a hang: without the fix these replies are unroutable.

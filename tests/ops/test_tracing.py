@@ -143,14 +143,18 @@ class CapturingReceiver:
     def send(self, body: bytes) -> None:
         self.requests.append(ExportTraceServiceRequest.FromString(body))
 
-    def spans(self) -> dict[str, Span]:
-        return {
-            span.name: span
+    def all_spans(self) -> list[Span]:
+        return [
+            span
             for request in self.requests
             for resource_spans in request.resource_spans
             for scope_spans in resource_spans.scope_spans
             for span in scope_spans.spans
-        }
+        ]
+
+    def spans(self) -> dict[str, Span]:
+        """By name: the last span of each name."""
+        return {span.name: span for span in self.all_spans()}
 
     def resource(self) -> dict[str, object]:
         [resource_spans] = [rs for request in self.requests for rs in request.resource_spans][:1]
@@ -458,13 +462,7 @@ def test_a_producers_send_span_continues_the_context_it_is_given_or_starts_one()
     child = traced.send("build-prompt", {"traceparent": TRACEPARENT, "tracestate": "v=1"})
     child.end()
     traced.shutdown()
-    spans = [
-        span
-        for request in receiver.requests
-        for resource_spans in request.resource_spans
-        for scope_spans in resource_spans.scope_spans
-        for span in scope_spans.spans
-    ]
+    spans = receiver.all_spans()
     by_parent = {span.parent_span_id.hex(): span for span in spans}
     assert set(by_parent) == {"", PRODUCER_SPAN}
     assert by_parent[""].kind == Span.SPAN_KIND_PRODUCER
@@ -520,13 +518,7 @@ def test_a_process_span_says_what_was_masked_and_trimmed_job_by_job() -> None:
         span.rendered(outcome)
         span.end()
     traced.shutdown()
-    spans = [
-        span
-        for request in receiver.requests
-        for resource_spans in request.resource_spans
-        for scope_spans in resource_spans.scope_spans
-        for span in scope_spans.spans
-    ]
+    spans = receiver.all_spans()
     processes = [span for span in spans if span.name == "process build-prompt"]
     found = [attributes(span) for span in processes]
     assert [a["messaging.rabbitmq.message.delivery_tag"] for a in found] == [1, 2, 3]
@@ -578,13 +570,7 @@ def test_a_reply_that_failed_marks_its_send_span_an_error() -> None:
     again.end()
     span.end()
     traced.shutdown()
-    spans = [
-        span
-        for request in receiver.requests
-        for resource_spans in request.resource_spans
-        for scope_spans in resource_spans.scope_spans
-        for span in scope_spans.spans
-    ]
+    spans = receiver.all_spans()
     sends = {span.span_id.hex(): span for span in spans if span.name.startswith("send ")}
     assert set(sends) == {
         failed.headers["traceparent"].split("-")[2],
