@@ -31,7 +31,7 @@ import aio_pika
 import pytest
 
 from tests.data import CONFORMANCE, REPO
-from tests.integration.helpers import StartWorker, a_job, wait_for
+from tests.integration.helpers import StartWorker, WorkerProcess, a_job, wait_for
 from tests.rabbit_nodes import NODE_VERSION, ExtraCluster
 from tests.rerender.files import conformance_lines, write_lines
 from worker.cli import main
@@ -89,17 +89,25 @@ def written(tmp_path: Path) -> int:
     return out.read_bytes().count(b"\n") if out.exists() else 0
 
 
-async def test_a_client_and_a_rerender_run_lose_their_node_and_finish(
-    cluster: ExtraCluster, start_worker: StartWorker, topo: Topology, tmp_path: Path
-) -> None:
+async def worker_beside_the_victim(
+    cluster: ExtraCluster, start_worker: StartWorker, topo: Topology
+) -> tuple[WorkerProcess, str]:
+    """The queues declared and a worker ready through the survivors; and the producers'
+    URL: every node, the victim (the first) first, so that they start on it."""
     victim, survivor, third = cluster.urls
     setup = await aio_pika.connect(survivor)
     async with setup:
         await topology.declare(await setup.channel(), topo)
     worker = start_worker(amqp_url=f"{survivor},{third}")
     await worker.wait_ready()
-    # Every node, the victim first: the producers start on it.
-    producers_url = f"{victim}?reconnect_interval=0.2,{survivor},{third}"
+    return worker, f"{victim}?reconnect_interval=0.2,{survivor},{third}"
+
+
+async def test_a_client_and_a_rerender_run_lose_their_node_and_finish(
+    cluster: ExtraCluster, start_worker: StartWorker, topo: Topology, tmp_path: Path
+) -> None:
+    victim, survivor, third = cluster.urls
+    worker, producers_url = await worker_beside_the_victim(cluster, start_worker, topo)
 
     run = rerender_run(tmp_path, producers_url, topo.request_queue)
 
@@ -181,13 +189,8 @@ async def test_a_late_clean_up_of_the_dead_nodes_reply_queue_costs_no_call(
     """The client loses its node; once it is answered again through a survivor, the third
     node removes the dead node's reply queue by its name, late. The calls made after
     that are answered all the same."""
-    victim, survivor, third = cluster.urls
-    setup = await aio_pika.connect(survivor)
-    async with setup:
-        await topology.declare(await setup.channel(), topo)
-    worker = start_worker(amqp_url=f"{survivor},{third}")
-    await worker.wait_ready()
-    producers_url = f"{victim}?reconnect_interval=0.2,{survivor},{third}"
+    victim, survivor, _ = cluster.urls
+    _, producers_url = await worker_beside_the_victim(cluster, start_worker, topo)
 
     async with PromptClient(producers_url, request_queue=topo.request_queue) as client:
         assert client.broker == broker_address(victim)
