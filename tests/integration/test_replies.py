@@ -42,6 +42,8 @@ async def test_every_seed_000_kind_end_to_end(
     [starting] = [e for e in worker.log_events() if e.get("event") == "starting"]
     assert starting["event_loop"] == loop_name
     assert starting["amqp_codec"] == codec
+    # Start-up's objects (the modules, the renderer's models) are frozen for the collector.
+    assert starting["frozen_objects"] > 50_000
 
     replies = await asyncio.gather(*(client.build(case["job"], timeout=60) for case in CASES))
 

@@ -70,6 +70,7 @@ async def serve(
     import signal
 
     from worker import __version__
+    from worker.collector import settle_after_start_up
     from worker.ops.http import HealthServer
     from worker.ops.logs import get_logger
     from worker.ops.metrics import Metrics
@@ -122,6 +123,7 @@ async def serve(
                 "http_bind_failed", host=settings.http_host, port=settings.http_port, error=str(exc)
             )
             return USAGE_ERROR
+    frozen = settle_after_start_up()
     log.info(
         "starting",
         version=__version__,
@@ -132,6 +134,7 @@ async def serve(
         tracing=tracing is not None,
         # Which scan runs masking: "libhs" is fastest, "python" means slow jobs.
         masking_engine=renderer.masker.prefilter.engine if renderer.masker else None,
+        frozen_objects=frozen,
     )
     try:
         return await worker.run()
