@@ -8,9 +8,10 @@ codecs, and any other setting of `serve` can be compared the same way.
 drifts by 10 to 30% within seconds, the pairs of drains it measures cannot separate a
 difference of a few per cent. Here the two workers run at the same time, one on each
 value, as competing consumers of one pre-filled request queue: whatever the machine
-does, it does to both. Each one's CPU per job is its own CPU (from `/proc`, render
-helper included) over the span from the first reply to the last, divided by the jobs
-its log lines count over that span.
+does, it does to both. Both are consuming before the queue is filled, so that
+neither's start-up is counted nor gives the other a head start. Each one's CPU per job
+is its own CPU (from `/proc`, render helper included) from then to the last reply,
+divided by the jobs its log lines count.
 
 The second phase measures latency the same way the target does: sequential RPC calls
 (window 1) through a `PromptClient`, against one worker at a time, the two values
@@ -45,7 +46,7 @@ from pathlib import Path
 
 import aio_pika
 import orjson
-from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
+from aio_pika.abc import AbstractChannel
 from aiohttp import web
 
 REPO = Path(__file__).resolve().parent.parent
@@ -146,31 +147,40 @@ async def remove(channel: AbstractChannel, topo: topology.Topology) -> None:
 
 
 class SideBySide(Drain):
-    """The drain of one pre-filled queue by both workers; each one's CPU and jobs are
-    read at the first reply, so that start-up counts for neither."""
+    """The drain of one queue by both workers. Both are consuming before the queue is
+    filled, and each one's CPU and jobs are read then: start-up counts for neither, and
+    neither gets a head start on the deliveries."""
 
     def __init__(self, count: int, logs: dict[str, Path]) -> None:
         super().__init__(count)
         self.logs = logs
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.at_first: dict[str, tuple[float, int]] = {}
+        self.at_start: dict[str, tuple[float, int]] = {}
 
-    async def _on_reply(self, message: AbstractIncomingMessage) -> None:
-        if self.seen == 0:
-            self.at_first = {
-                value: (cpu_seconds(process.pid), jobs_logged(self.logs[value]))
-                for value, process in self.processes.items()
-            }
-        await super()._on_reply(message)
+    async def wait_consuming(self) -> None:
+        """Until every worker's log says it consumes; then read their CPU and jobs."""
+        while not all(consuming(log) for log in self.logs.values()):
+            for value, process in self.processes.items():
+                if process.poll() is not None:
+                    raise RuntimeError(f"the {value} worker exited with {process.returncode}")
+            await asyncio.sleep(0.05)
+        self.at_start = {
+            value: (cpu_seconds(process.pid), jobs_logged(self.logs[value]))
+            for value, process in self.processes.items()
+        }
 
     def per_worker(self) -> dict[str, tuple[int, float]]:
-        """{value: (jobs, CPU ms a job)} from the first reply to now."""
+        """{value: (jobs, CPU ms a job)} from the start of consuming to now."""
         figures = {}
         for value, process in self.processes.items():
-            cpu, jobs = self.at_first[value]
+            cpu, jobs = self.at_start[value]
             jobs = jobs_logged(self.logs[value]) - jobs
             figures[value] = (jobs, (cpu_seconds(process.pid) - cpu) * 1000 / max(jobs, 1))
         return figures
+
+
+def consuming(log: Path) -> bool:
+    return log.exists() and b'"event":"consuming"' in log.read_bytes()
 
 
 async def side_by_side(
@@ -183,14 +193,14 @@ async def side_by_side(
         try:
             values = args.values
             meter = SideBySide(args.jobs, {value: logs / log_name(value) for value in values})
-            await meter.fill(channel, topo.request_queue, body)
-            # The first started takes the first deliveries: alternate which one it is.
             for value in reversed(values) if args.round % 2 else values:
                 meter.processes[value] = start(
                     args.setting, value, topo, args.amqp_url, meter.logs[value]
                 )
             try:
                 meter.pids.extend(p.pid for p in meter.processes.values())
+                await asyncio.wait_for(meter.wait_consuming(), timeout=args.phase_timeout)
+                await meter.fill(channel, topo.request_queue, body)
                 await asyncio.wait_for(meter.done.wait(), timeout=args.phase_timeout)
                 return meter.per_worker()
             finally:
