@@ -984,7 +984,8 @@ class SendSpan:
         self.sampled = sampled
         # The reply's traceparent: the LLM caller's span becomes this span's child. An
         # unsampled one travels too: its flags tell the caller not to sample either.
-        self.headers = {TRACEPARENT: f"00-{trace:032x}-{span_id:016x}-{'01' if sampled else '00'}"}
+        ids = ((trace << 64) | span_id).to_bytes(24, "big").hex()
+        self.headers = {TRACEPARENT: f"00-{ids[:32]}-{ids[32:]}-{'01' if sampled else '00'}"}
         if tracestate:
             self.headers[TRACESTATE] = tracestate
         if sampled:

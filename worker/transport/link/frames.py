@@ -103,14 +103,30 @@ def _properties(properties: Any) -> bytes:
 def _text_table(table: dict[Any, Any]) -> bytes:
     """A field table of text values only, as pamqp writes it (a reply's trace context:
     `traceparent`, `tracestate`); any other value is pamqp's to write."""
-    entries = []
+    entries: list[bytes] = []
     for key, value in table.items():
         if type(value) is not str:
             raise _Unsupported
         data = value.encode()
-        entries.append(b"".join((_shortstr(key), b"S", len(data).to_bytes(4, "big"), data)))
+        try:
+            head = _TEXT_KEYS[key]
+        except KeyError:
+            head = _text_key(key)
+        entries += (head, len(data).to_bytes(4, "big"), data)
     body = b"".join(entries)
     return len(body).to_bytes(4, "big") + body
+
+
+# A text entry's key and type, by key: a reply's headers repeat the same few keys.
+_TEXT_KEYS: dict[Any, bytes] = {}
+_TEXT_KEYS_KEPT = 64
+
+
+def _text_key(key: Any) -> bytes:
+    head = _shortstr(key) + b"S"  # a key that is not a short string is pamqp's to write
+    if len(_TEXT_KEYS) < _TEXT_KEYS_KEPT:
+        _TEXT_KEYS[key] = head
+    return head
 
 
 def _method_payload(value: Any) -> bytes:
