@@ -7,10 +7,12 @@ and the client drops them).
 
 import asyncio
 import contextlib
+import os
 import signal
 from typing import Any
 
 import pytest
+from aio_pika.abc import AbstractChannel
 
 from tests.integration.helpers import (
     StartWorker,
@@ -21,6 +23,7 @@ from tests.integration.helpers import (
     children,
     close_connections_of,
     held_while_stopped,
+    queue_depth,
     wait_for,
 )
 from worker.transport.link.topology import Topology
@@ -99,11 +102,22 @@ async def test_sigkill_with_jobs_in_flight_then_restart_answers_every_job(
 
 
 async def test_sigterm_finishes_in_flight_jobs_and_exits_0(
-    start_worker: StartWorker, client: PromptClient
+    start_worker: StartWorker, client: PromptClient, topo: Topology, channel: AbstractChannel
 ) -> None:
     worker = start_worker()
     await worker.wait_ready()
+    # Stopped while the calls are published, the worker has a backlog behind it when it
+    # goes on, and so jobs in flight at SIGTERM, however fast it is against this client.
+    os.kill(worker.pid, signal.SIGSTOP)
     ids, calls = start_calls(client, 1000, "term")
+
+    async def backlog() -> bool:
+        return await queue_depth(channel, topo.request_queue) >= 500
+
+    try:
+        await wait_for(backlog, 60, "a backlog of calls")
+    finally:
+        os.kill(worker.pid, signal.SIGCONT)
     await at_least(calls, 50)
 
     worker.signal(signal.SIGTERM)
