@@ -352,18 +352,23 @@ async def test_processes_compete_are_restarted_and_stop_together(
     # Past the first burst: each process has answered jobs and works from the backlog.
     await wait_for(both_serving, 120, "both processes to take jobs from the queue")
 
-    victim = first[0]
+    victim, survivor = first
     victim_helpers = children(victim)
     assert victim_helpers, "each worker process has its render helper"
     # The kill must land while the victim holds unsettled jobs; between two of its
     # batched acks it can hold none for a moment, so it is let run on and frozen again.
+    # The survivor is frozen too meanwhile, or it could answer the whole backlog while
+    # the victim's count is read.
     for _ in range(5):
+        os.kill(survivor, signal.SIGSTOP)
         held = await asyncio.to_thread(held_while_stopped, victim, 6.0)
         if held:
             break
         os.kill(victim, signal.SIGCONT)
+        os.kill(survivor, signal.SIGCONT)
         await asyncio.sleep(0.5)
     os.kill(victim, signal.SIGKILL)
+    os.kill(survivor, signal.SIGCONT)
     assert held > 0, "the killed process held no job: nothing tested"
     assert not all(call.done() for call in calls), "every job was answered: nothing tested"
 
