@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import aio_pika
@@ -37,8 +36,6 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import bench_side_by_side as side_by_side  # noqa: E402
 from bench_e2e import CONFIG, JOB, Drain, serve_env  # noqa: E402
-
-from worker.transport.link import topology  # noqa: E402
 
 # callgrind_annotate's lines: "1,234 (12.3%)  file:function [object]".
 ANNOTATED = re.compile(r"^\s*([\d,]+) \([ \d.]+%\)\s+(\S.*)$")
@@ -89,12 +86,10 @@ async def drain(channel: aio_pika.abc.AbstractChannel, queue: str, body: bytes, 
 
 async def measure(value: str, args: argparse.Namespace, body: bytes, tmp: Path) -> tuple[int, int]:
     """(instructions, without memcpy) a job, with tracing `value`."""
-    prefix = f"bench-instr-{uuid.uuid4().hex[:8]}"
-    topo = topology.Topology(f"{prefix}.build-prompt", f"{prefix}.replies", f"{prefix}.dead")
     out, log = tmp / f"{value}.callgrind", tmp / f"{value}.log"
     async with await aio_pika.connect(args.amqp_url) as connection:
         channel = await connection.channel()
-        await topology.declare(channel, topo)
+        topo = await side_by_side.fresh_topology(channel)
         env = {
             **serve_env(topo, args.amqp_url, 64, CONFIG),
             **side_by_side.setting_env("tracing", value),
@@ -113,9 +108,7 @@ async def measure(value: str, args: argparse.Namespace, body: bytes, tmp: Path) 
         finally:
             process.terminate()
             process.wait(timeout=120)
-            for name in topo.queue_names():
-                await channel.queue_delete(name)
-            await channel.exchange_delete(topo.dead_letter_exchange)
+            await side_by_side.remove(channel, topo)
     total, without_copies = counts(out)
     return total // args.jobs, without_copies // args.jobs
 
