@@ -32,19 +32,22 @@ from worker.transport.producers.client import PromptClient
 
 pytestmark = pytest.mark.broker
 
-# Wraps the codec's functions before serve installs them (install() puts the module's
-# `marshal` and `unmarshal` in pamqp's place, and they call the module's PAMQP_*), then
-# runs serve; at exit, the frame types each saw go to the file named first. Only calls
-# once the codec is installed count: install()'s self-check calls both codecs itself.
+# Wraps the codec's functions before serve chooses its codec (the link calls the
+# module's `marshal` and `unmarshal`, which call the module's PAMQP_* for frames without
+# a fast path), then runs serve; at exit, the frame types each saw go to the file named
+# first, with whether pamqp's own functions are still pamqp's. Only calls once the codec
+# is chosen count: the choice's self-check calls both codecs itself.
 SPIED_SERVE = """
 import atexit, collections, json, sys
-from worker.transport.link import frames
+import pamqp.frame
+from worker.transport.link import codec, frames
 
 seen = {name: collections.Counter() for name in ("fast_out", "fast_in", "pamqp_out", "pamqp_in")}
+chosen = []
 
 def spy_out(name, function):
     def spy(value, channel):
-        if frames.installed():
+        if chosen:
             seen[name][type(value).__name__] += 1
         return function(value, channel)
     return spy
@@ -52,22 +55,31 @@ def spy_out(name, function):
 def spy_in(name, function):
     def spy(data):
         result = function(data)
-        if frames.installed():
+        if chosen:
             seen[name][type(result[2]).__name__] += 1
         return result
     return spy
+
+def choose(choice, choose=codec.choose):
+    result = choose(choice)
+    chosen.append(result.name)
+    return result
 
 frames.marshal = spy_out("fast_out", frames.marshal)
 frames.unmarshal = spy_in("fast_in", frames.unmarshal)
 frames.PAMQP_MARSHAL = spy_out("pamqp_out", frames.PAMQP_MARSHAL)
 frames.PAMQP_UNMARSHAL = spy_in("pamqp_in", frames.PAMQP_UNMARSHAL)
+codec.choose = choose
 out = sys.argv.pop(1)
-atexit.register(lambda: open(out, "w").write(json.dumps(seen)))
+def report():
+    untouched = [f.__module__ for f in (pamqp.frame.marshal, pamqp.frame.unmarshal)]
+    open(out, "w").write(json.dumps({**seen, "chosen": chosen, "pamqp_frame": untouched}))
+atexit.register(report)
 from worker.cli import main
 raise SystemExit(main(["serve"]))
 """
 
-# The frames of one job, by type, as aiormq's codec calls name them.
+# The frames of one job, by type, as pamqp names them.
 JOB_IN = {"Deliver", "ContentHeader", "ContentBody", "Ack"}  # Ack: the reply's confirm
 JOB_OUT = {"Publish", "ContentHeader", "ContentBody", "Ack"}  # Ack: the job's settlement
 
@@ -108,7 +120,11 @@ async def test_the_fast_codec_encodes_and_decodes_every_frame_of_a_job(
         worker.signal(signal.SIGTERM)
     assert await worker.wait_exit() == 0, worker.logs()[-3000:]
 
-    seen = {name: Counter(counts) for name, counts in json.loads(seen_path.read_text()).items()}
+    report = json.loads(seen_path.read_text())
+    assert report.pop("chosen") == ["fast"]
+    # pamqp's module functions are its own: the link calls the codec it was given.
+    assert report.pop("pamqp_frame") == ["pamqp.frame", "pamqp.frame"]
+    seen = {name: Counter(counts) for name, counts in report.items()}
     # Every frame of the jobs went through the fast codec ...
     assert seen["fast_in"].keys() >= JOB_IN, seen
     assert seen["fast_out"].keys() >= JOB_OUT, seen

@@ -36,7 +36,6 @@ from worker.cli import main
 from worker.render.config import load_config
 from worker.render.renderer import Renderer
 from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES
-from worker.transport.link import frames
 from worker.transport.link.topology import Topology, declare
 
 __all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used here
@@ -144,11 +143,11 @@ def test_local_and_broker_engines_write_identical_files(
     # Bad lines are never published; every job was, exactly once.
     assert summary["broker"]["published"] == len(conformance_lines()) + 1
     assert summary["broker"]["timeouts"] == 0
-    # Like serve by default: uvloop (a dependency) and the fast frame codec.
-    assert (summary["broker"]["event_loop"], summary["broker"]["amqp_codec"]) == ("uvloop", "fast")
+    # Like serve by default: uvloop (a dependency).
+    assert summary["broker"]["event_loop"] == "uvloop"
 
 
-def test_serves_loop_and_codec_variables_apply_to_the_run(
+def test_serves_loop_variable_applies_to_the_run(
     tmp_path: Path, topo: Topology, start_worker: StartWorker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:6])
@@ -156,15 +155,13 @@ def test_serves_loop_and_codec_variables_apply_to_the_run(
     assert main(argv(source, local, "--config", CONFIG, "--workers", "1")) == 0
     wait_ready(start_worker())
     monkeypatch.setenv("PROMPT_WORKER_EVENT_LOOP", "asyncio")
-    monkeypatch.setenv("PROMPT_WORKER_AMQP_CODEC", "pamqp")
     out, report = tmp_path / "broker.jsonl", tmp_path / "report.json"
 
     assert main(argv(source, out, "--report", str(report)) + broker_args(topo)) == 0
 
     assert out.read_bytes() == local.read_bytes()
     broker = json.loads(report.read_text())["broker"]
-    assert (broker["event_loop"], broker["amqp_codec"]) == ("asyncio", "pamqp")
-    assert not frames.installed()
+    assert broker["event_loop"] == "asyncio"
 
 
 def test_a_bad_codec_variable_is_named(

@@ -222,9 +222,8 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
             default_budget=_default_budget(args),
             tls=settings.tls,
             max_message_bytes=_max_message_bytes(args),
-            # serve's variables: the run takes the loop and frame codec the fleet does.
+            # serve's variable: the run takes the event loop the fleet does.
             event_loop=settings.event_loop,
-            amqp_codec=settings.amqp_codec,
             # The URL of --broker URL is read as serve's --amqp-url: name the flag given.
             credentials_in="--broker"
             if args.broker

@@ -50,12 +50,11 @@ from worker.rerender.lines import Block, Line, bad_line_reply, parse_line, split
 from worker.rerender.records import ChunkBuilder
 from worker.rerender.sink import EngineError, Input, Sink
 from worker.transport.event_loop import loop_factory, run_on
-from worker.transport.link import codec
 from worker.transport.link.addresses import SEPARATOR, first_address, redact_addresses
 from worker.transport.link.broker_failures import connect_failure
 from worker.transport.link.tls import TlsFiles, connect_kwargs
 from worker.transport.producers.rpc import LinkDown, Reconnect, RpcLink
-from worker.transport.settings import AmqpCodecName, EventLoopName
+from worker.transport.settings import EventLoopName
 
 if TYPE_CHECKING:
     # Only with tracing on is OpenTelemetry imported (worker.ops.tracing).
@@ -104,7 +103,6 @@ class BrokerEngine:
         tls: TlsFiles | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         event_loop: EventLoopName = "auto",
-        amqp_codec: AmqpCodecName = "fast",
         credentials_in: str | None = None,
     ) -> None:
         self.url = url
@@ -114,7 +112,6 @@ class BrokerEngine:
         # As `serve` runs (its settings, its variables): the client's CPU per job is of
         # the same kind as a worker's, publishing, framing and matching replies.
         self._loop_factory = loop_factory(event_loop)  # raises EventLoopUnavailable
-        self.amqp_codec = amqp_codec
         # Written into every job that has no budget of its own (rerender --budget).
         self.default_budget = (
             None if default_budget is None else default_budget.model_dump(mode="json")
@@ -166,7 +163,6 @@ class BrokerEngine:
                 "timeout_s": self.timeout,
                 "max_message_bytes": self.max_message_bytes,
                 "event_loop": self.event_loop,
-                "amqp_codec": self.amqp_codec,
                 "published": self.published,
                 "retries": self.retries,
                 "timeouts": self.timeouts,
@@ -180,7 +176,6 @@ class BrokerEngine:
         return "asyncio" if self._loop_factory is None else "uvloop"
 
     def run(self, source: Input, sink: Sink, stop: threading.Event) -> None:
-        self.amqp_codec = codec.use(self.amqp_codec)
         try:
             # Each job's publish is a span when OTEL_* turns tracing on (TRACING.md).
             self._tracing = start_tracing(os.environ)

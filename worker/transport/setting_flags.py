@@ -259,7 +259,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "amqp_codec",
         "--amqp-codec",
         "PROMPT_WORKER_AMQP_CODEC",
-        "fast (the frames of every job encoded directly) or pamqp (aiormq's own codec)",
+        "fast (the frames of every job encoded directly) or pamqp (pamqp's own functions)",
         "CODEC",
         default="fast",
     ),

@@ -1,7 +1,7 @@
 """The fast frame codec writes and reads exactly what pamqp does, errors included."""
 
 import datetime
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pamqp.frame
@@ -13,7 +13,8 @@ from pamqp.body import ContentBody
 from pamqp.header import ContentHeader, ProtocolHeader
 from pamqp.heartbeat import Heartbeat
 
-from worker.transport.link import frames
+from worker.transport.link import codec, frames
+from worker.transport.link.amqp.wire import PAMQP_CODEC
 
 Basic = commands.Basic
 
@@ -121,12 +122,6 @@ def same_unmarshal(ours: tuple[str, Any], theirs: tuple[str, Any]) -> bool:
     if ours[0] == "error":
         return bool(ours[1] is theirs[1])
     return bool(ours[1][:2] == theirs[1][:2]) and frames.same_frame(ours[1][2], theirs[1][2])
-
-
-@pytest.fixture(autouse=True)
-def pamqp_codec_after() -> Iterator[None]:
-    yield
-    frames.uninstall()
 
 
 # Every job's frames go through this codec: ten times hypothesis's default examples.
@@ -241,23 +236,16 @@ def test_the_reply_and_the_delivery_of_a_job_take_the_fast_path(
         assert frames.same_frame(got[2], want[2])
 
 
-def test_install_puts_the_codec_where_aiormq_calls_it() -> None:
-    import aiormq.abc
-
-    assert frames.install()
-    assert frames.installed()
-    assert pamqp.frame.marshal is frames.marshal
-    assert pamqp.frame.unmarshal is frames.unmarshal
-    publish = Basic.Publish(exchange="", routing_key="q", mandatory=True)
-    written = aiormq.abc.ChannelFrame.marshall(channel_number=3, frames=[publish])
-    assert written.payload == frames.PAMQP_MARSHAL(publish, 3)
-
-    frames.uninstall()
-    assert not frames.installed()
+def test_choosing_the_fast_codec_hands_the_link_its_functions_and_replaces_nothing() -> None:
+    fast = codec.choose("fast")
+    assert (fast.name, fast.encode, fast.decode) == ("fast", frames.marshal, frames.unmarshal)
     assert pamqp.frame.marshal is frames.PAMQP_MARSHAL
+    assert pamqp.frame.unmarshal is frames.PAMQP_UNMARSHAL
+    assert codec.choose("pamqp") is PAMQP_CODEC
+    assert PAMQP_CODEC.encode is pamqp.frame.marshal
 
 
-def test_install_keeps_pamqp_when_it_writes_a_frame_differently(
+def test_the_choice_falls_back_to_pamqp_when_it_writes_a_frame_differently(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # As a later pamqp release might: then its output is the right one.
@@ -269,5 +257,4 @@ def test_install_keeps_pamqp_when_it_writes_a_frame_differently(
 
     monkeypatch.setattr(frames, "PAMQP_MARSHAL", changed)
     assert not frames.agrees_with_pamqp()
-    assert not frames.install()
-    assert pamqp.frame.marshal is original
+    assert codec.choose("fast") is PAMQP_CODEC

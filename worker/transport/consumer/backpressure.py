@@ -38,7 +38,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
+from aiormq.abc import DeliveredMessage
 from aiormq.exceptions import (
     ChannelClosed,
     ChannelInvalidStateError,
@@ -50,6 +50,8 @@ from structlog.typing import FilteringBoundLogger
 from worker.ops.metrics import Metrics
 from worker.render.replies import RenderOutcome
 from worker.transport.consumer.readiness import Readiness
+from worker.transport.link.amqp.channel import AmqpChannel
+from worker.transport.link.amqp.connection import AmqpConnection
 from worker.transport.link.broker_failures import describe
 from worker.transport.retry import backoff
 
@@ -66,7 +68,7 @@ REPUBLISH_PAUSE_CAP = 2.0
 ORPHANS_KEPT = 10_000
 ORPHAN_KEPT_FOR = 600.0
 
-Send = Callable[[AbstractChannel], Awaitable[None]]
+Send = Callable[[AmqpChannel], Awaitable[None]]
 
 
 class ReplyChannels:
@@ -79,16 +81,16 @@ class ReplyChannels:
 
     def __init__(
         self,
-        main: Callable[[], AbstractConnection | None],
-        side: Callable[[], Awaitable[AbstractConnection]],
+        main: Callable[[], AmqpConnection | None],
+        side: Callable[[], Awaitable[AmqpConnection]],
     ) -> None:
         self._main = main
         self._side = side
-        self.side_connection: AbstractConnection | None = None
+        self.side_connection: AmqpConnection | None = None
         self.used_side = False
-        self._channel: AbstractChannel | None = None
+        self._channel: AmqpChannel | None = None
 
-    async def channel(self, refusals: int) -> AbstractChannel:
+    async def channel(self, refusals: int) -> AmqpChannel:
         if self._channel is not None and not self._channel.is_closed:
             return self._channel
         connection = self._main()

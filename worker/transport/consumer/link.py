@@ -6,9 +6,9 @@
    credentials end the loop with `AccessRefused`);
 2. open the channel (publisher confirms, returns raised), set the prefetch, declare the
    topology, register the consumer;
-3. wait for the connection's or the channel's `closing` future, aiormq's public
-   awaitables: whatever ends the link reaches the loop there, as the exception it
-   carries;
+3. wait for the connection's or the channel's `closing` future (the worker's own
+   connection, `link.amqp`): whatever ends the link reaches the loop there, as the
+   exception it carries;
 4. a lost connection: move on to the next address and start again at 1; a lost channel
    on a connection still up (a channel error): open a new channel on it, and when the
    broker refuses that too, drop the connection and start again at 1.
@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any, cast
 
-from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
+from aiormq.abc import DeliveredMessage
 from aiormq.exceptions import ChannelAccessRefused, ChannelPreconditionFailed
 from structlog.typing import FilteringBoundLogger
 
@@ -37,6 +37,9 @@ from worker.transport.consumer.inflight import PrefetchPolicy
 from worker.transport.consumer.readiness import Readiness
 from worker.transport.link import tls, topology
 from worker.transport.link.addresses import split_addresses
+from worker.transport.link.amqp.channel import AmqpChannel
+from worker.transport.link.amqp.connection import AmqpConnection
+from worker.transport.link.amqp.wire import PAMQP_CODEC, FrameCodec
 from worker.transport.link.broker_failures import describe, refused_detail
 from worker.transport.link.connection import BrokerLink, connection_urls
 from worker.transport.link.flow import BrokerFlow
@@ -80,8 +83,10 @@ class ConsumerLink:
         log: FilteringBoundLogger,
         on_message: OnMessage,
         before_consuming: BeforeConsuming | None = None,
+        codec: FrameCodec = PAMQP_CODEC,
     ) -> None:
         self.settings = settings
+        self.codec = codec
         self.topology = settings.topology
         self.connection_name = connection_name
         self.readiness = readiness
@@ -93,8 +98,8 @@ class ConsumerLink:
         # Awaited once, before the first consumer is registered.
         self._before_consuming = before_consuming
         self.link: BrokerLink | None = None
-        self.connection: AbstractConnection | None = None
-        self.channel: AbstractChannel | None = None
+        self.connection: AmqpConnection | None = None
+        self.channel: AmqpChannel | None = None
         # The settlement of the channel's deliveries (one per channel).
         self.acks: BatchedAcks | None = None
         self.consumer_tag: str | None = None
@@ -125,9 +130,10 @@ class ConsumerLink:
             client_properties={"connection_name": self.connection_name},
             ssl_context=broker_tls.get("ssl_context"),
             refused_hint=refused_detail(self.settings.source_of("amqp_url")),
+            codec=self.codec,
         )
         first = True
-        connection: AbstractConnection | None = None
+        connection: AmqpConnection | None = None
         while self.consume_wanted:
             fresh = connection is None or connection.is_closed
             if connection is None or connection.is_closed:
@@ -158,14 +164,14 @@ class ConsumerLink:
                 continue
             self._link_up(link, first=first, fresh=fresh)
             first = False
-            error = await self._until_lost(connection, channel)
-            self._link_down(error)
+            error, unsettled = await self._until_lost(connection, channel)
+            self._link_down(error, unsettled)
             if connection.is_closed:
                 # The node may be gone: the next attempt goes to the next address.
                 link.move_on()
                 connection = None
 
-    async def _open(self, connection: AbstractConnection, *, first: bool) -> AbstractChannel:
+    async def _open(self, connection: AmqpConnection, *, first: bool) -> AmqpChannel:
         """A channel with the topology declared and the consumer registered. At start-up
         (`first`) a conflict with the broker's objects is a `TopologyError`."""
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
@@ -222,10 +228,21 @@ class ConsumerLink:
             self.log.info("channel_reopened", broker=link.broker)
 
     async def _until_lost(
-        self, connection: AbstractConnection, channel: AbstractChannel
-    ) -> BaseException | None:
-        """Wait until the connection or the channel closes; the error that closed it."""
+        self, connection: AmqpConnection, channel: AmqpChannel
+    ) -> tuple[BaseException | None, int]:
+        """Wait until the connection or the channel closes; the error that closed it,
+        and how many deliveries were open then."""
         watched = [connection.closing, channel.closing]
+        # Counted when the loss is told, before the deliveries' handlers learn of it
+        # (their publishes fail, and they settle nothing on a closed channel).
+        open_at_loss: list[int] = []
+
+        def count_open(_: object) -> None:
+            if not open_at_loss:
+                open_at_loss.append(self.acks.open_count if self.acks is not None else 0)
+
+        for observer in watched:
+            observer.add_done_callback(count_open)
         watchdog = asyncio.ensure_future(self._cut_when_silent(connection))
         try:
             done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
@@ -233,32 +250,31 @@ class ConsumerLink:
             watchdog.cancel()
             for observer in watched:
                 observer.cancel()  # only this observer, never the resource
+        unsettled = open_at_loss[0] if open_at_loss else 0
         for future in done:
             if not future.cancelled() and future.exception() is not None:
-                return future.exception()
-        return None
+                return future.exception(), unsettled
+        return None, unsettled
 
-    async def _cut_when_silent(self, connection: AbstractConnection) -> None:
+    async def _cut_when_silent(self, connection: AmqpConnection) -> None:
         """Cut a half-open link: the broker sends at least a heartbeat every half
         heartbeat interval, so 1.5 intervals without a byte means the path is gone
-        (stalled, a NAT entry dropped without a reset). aiormq would wait three missed
-        heartbeats and more; checked every half interval, the cut comes within two."""
-        heartbeat = float(getattr(connection, "heartbeat_timeout", 0) or 0)
-        tap = self.flow.current_tap
-        if heartbeat <= 0 or tap is None or tap.transport is None:
+        (stalled, a NAT entry dropped without a reset). The connection alone would wait
+        three intervals; checked every half interval, the cut comes within two."""
+        heartbeat = float(connection.heartbeat_timeout)
+        if heartbeat <= 0:
             return
         while True:
             await asyncio.sleep(heartbeat / 2)
-            silent = time.monotonic() - tap.last_read
+            silent = time.monotonic() - connection.last_read
             if silent > heartbeat * 1.5:
                 self.log.warning("broker_link_silent", silent_s=round(silent, 1))
-                tap.transport.abort()  # aiormq sees the connection lost and closes it
+                connection.abort()  # the connection is lost, and closes
                 return
 
-    def _link_down(self, error: BaseException | None) -> None:
+    def _link_down(self, error: BaseException | None, unsettled: int) -> None:
         if self.readiness.connected and self.consume_wanted:
             # The deliveries left open are the jobs the broker will hand out again.
-            unsettled = self.acks.open_count if self.acks is not None else 0
             self.log.warning(
                 "broker_link_down",
                 unsettled=unsettled,
@@ -273,14 +289,14 @@ class ConsumerLink:
             self.flow.release("connection lost")
         self.readiness.update()
 
-    async def _drop(self, connection: AbstractConnection) -> None:
+    async def _drop(self, connection: AmqpConnection) -> None:
         with contextlib.suppress(Exception):
             # Bounded: on a stalled network the close handshake never completes.
             await asyncio.wait_for(connection.close(), timeout=5)
 
     # -- the consumer ------------------------------------------------------------
 
-    async def _consume(self, channel: AbstractChannel) -> None:
+    async def _consume(self, channel: AmqpChannel) -> None:
         async with self._consumer_lock:
             consuming = self.consumer_tag is not None and self.acks is not None
             if consuming and self.acks is not None and self.acks.channel is channel:
@@ -399,10 +415,10 @@ class ConsumerLink:
             except Exception as exc:  # broker gone: its redelivery covers the rest
                 self.log.warning("cancel_consumer_failed", error=repr(exc))
 
-    def main_connection(self) -> AbstractConnection | None:
+    def main_connection(self) -> AmqpConnection | None:
         return self.connection if self.up else None
 
-    async def side_connection(self) -> AbstractConnection:
+    async def side_connection(self) -> AmqpConnection:
         """A connection of its own to the node after the one in use (one attempt), for
         replies the worker's connection cannot get confirmed."""
         assert self.link is not None
@@ -416,6 +432,7 @@ class ConsumerLink:
             client_properties={"connection_name": f"{self.connection_name} replies"},
             ssl_context=self.link.ssl_context,
             refused_hint=self.link.refused_hint,
+            codec=self.codec,
         )
         return await side.attempt()
 

@@ -1,49 +1,39 @@
-"""Which AMQP frame codec this process uses: pamqp's own, or the fast one (frames.py).
+"""Which AMQP frame codec `serve`'s link uses: pamqp's own, or the fast one (frames.py).
 
-The fast codec is a stand-in for pamqp's frame functions, proven against the one pamqp
-release pyproject.toml pins. It is imported only when chosen, so a pamqp that changed
-cannot stop a worker running with pamqp's codec, and anything that goes wrong while it
-is set up (an import error, a sample it writes or reads differently from pamqp) leaves
-pamqp's codec in place with one log line, `amqp_codec_unavailable`: pamqp's codec is
-always right, the fast one only quicker.
+The link calls the codec it is given (`amqp.wire.FrameCodec`); nothing in pamqp or
+aiormq is replaced. The fast codec is proven against the one pamqp release the lock file
+pins. It is imported only when chosen, so a pamqp that changed cannot stop a worker
+running with pamqp's codec, and anything that goes wrong while it is set up (an import
+error, a sample it writes or reads differently from pamqp) gives pamqp's codec with one
+log line, `amqp_codec_unavailable`: pamqp's codec is always right, the fast one only
+quicker.
 """
 
-import sys
-
 from worker.ops.logs import get_logger
+from worker.transport.link.amqp.wire import PAMQP_CODEC, FrameCodec
 from worker.transport.settings import AmqpCodecName
 
-_FRAMES = "worker.transport.link.frames"
 
-
-def use(choice: AmqpCodecName) -> AmqpCodecName:
-    """Set up the codec named by the setting; the name of the one in use."""
+def choose(choice: AmqpCodecName) -> FrameCodec:
+    """The codec named by the setting, or pamqp's if the fast one cannot be had."""
     if choice == "fast":
-        reason = _install_fast()
-        if reason is None:
-            return "fast"
+        codec, reason = _fast()
+        if codec is not None:
+            return codec
         get_logger(component="amqp_codec").warning(
             "amqp_codec_unavailable", wanted=choice, using="pamqp", reason=reason
         )
-    _uninstall_fast()
-    return "pamqp"
+    return PAMQP_CODEC
 
 
-def _install_fast() -> str | None:
-    """None once the fast codec is in place; else why it is not."""
+def _fast() -> tuple[FrameCodec | None, str]:
+    """The fast codec once its self-check passes; else None and why not."""
     try:
         from worker.transport.link import frames
 
-        if frames.install():
-            return None
-        return "it writes or reads a sample frame differently from this pamqp"
+        if frames.agrees_with_pamqp():
+            return FrameCodec("fast", frames.marshal, frames.unmarshal), ""
+        return None, "it writes or reads a sample frame differently from this pamqp"
     # Whatever a changed pamqp makes the import or the self-check raise.
     except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-
-
-def _uninstall_fast() -> None:
-    # Only a codec imported earlier in this process can be in place.
-    frames = sys.modules.get(_FRAMES)
-    if frames is not None:
-        frames.uninstall()
+        return None, f"{type(exc).__name__}: {exc}"

@@ -1,6 +1,6 @@
 """The worker's way to the broker: which address to try, how long to wait, what to say.
 
-`BrokerLink` makes one aiormq connection at a time and owns every decision about it:
+`BrokerLink` makes one connection at a time (the worker's own, `link.amqp`) and owns every decision about it:
 
 * several addresses (a cluster's nodes): each attempt goes to the current one; a failed
   attempt or a lost link moves on to the next, round the list. One backoff spans them
@@ -18,9 +18,10 @@
 * wrong credentials (ACCESS_REFUSED) are not retried: one `broker_access_refused` line,
   and `AccessRefused` ends the worker with exit status 2.
 
-The failures are aiormq's own exceptions, raised by the attempt itself; nothing is read
-from the library's log. The socket is opened through `flow.TappedTransport`, which is
-how the worker sees the broker block the connection (`worker.transport.link.flow`).
+The failures are exceptions raised by the attempt itself (aiormq's classes, which the
+connection raises as aiormq would); nothing is read from a library's log. Each
+connection tells `flow.BrokerFlow` when the broker blocks it (`worker.transport.link.flow`),
+and writes and reads its frames with the codec `serve` chose (`link.codec`).
 """
 
 import asyncio
@@ -28,20 +29,20 @@ import contextlib
 import ssl
 from typing import Any
 
-import aiormq
-from aiormq.abc import AbstractConnection
 from aiormq.exceptions import ChannelClosed
 from structlog.typing import FilteringBoundLogger
 from yarl import URL
 
 from worker.transport.link.addresses import split_addresses
+from worker.transport.link.amqp.connection import AmqpConnection
+from worker.transport.link.amqp.wire import PAMQP_CODEC, FrameCodec
 from worker.transport.link.broker_failures import (
     broker_address,
     describe,
     is_access_refused,
     refused_detail,
 )
-from worker.transport.link.flow import BrokerFlow, TappedTransport
+from worker.transport.link.flow import BrokerFlow
 from worker.transport.retry import Backoff
 
 # aio-pika's default was 5 s between reconnect attempts; a worker is worth more sooner.
@@ -93,6 +94,7 @@ class BrokerLink:
         client_properties: dict[str, Any] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         refused_hint: str | None = None,
+        codec: FrameCodec = PAMQP_CODEC,
     ) -> None:
         self.urls = list(urls)
         # What a refusal of the credentials says to do, naming the setting they came from.
@@ -103,6 +105,7 @@ class BrokerLink:
         self.flow = flow
         self.client_properties = client_properties or {}
         self.ssl_context = ssl_context
+        self.codec = codec
 
     @property
     def broker(self) -> str:
@@ -115,7 +118,7 @@ class BrokerLink:
         self.current = (self.current + 1) % len(self.urls)
         return left
 
-    async def connect(self) -> AbstractConnection:
+    async def connect(self) -> AmqpConnection:
         """A connection to the first address that takes one, trying round the list with
         the backoff's pauses. Raises `AccessRefused` on wrong credentials."""
         while True:
@@ -126,13 +129,16 @@ class BrokerLink:
             except Exception as exc:
                 await self.attempt_failed(exc)
 
-    async def attempt(self) -> AbstractConnection:
+    async def attempt(self) -> AmqpConnection:
         """One attempt at the current address; raises why it failed."""
-        connection = aiormq.Connection(
+        on_blocked, on_unblocked = self.flow.watch()
+        connection = AmqpConnection(
             self.urls[self.current],
-            context=self.ssl_context,
-            transport_factory=TappedTransport(self.flow.tap),
+            codec=self.codec,
+            ssl_context=self.ssl_context,
             client_properties=self.client_properties,
+            on_blocked=on_blocked,
+            on_unblocked=on_unblocked,
         )
         try:
             await asyncio.wait_for(connection.connect(), CONNECT_TIMEOUT)

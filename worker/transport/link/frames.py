@@ -1,25 +1,25 @@
-"""A faster AMQP codec for the frames of every job, beneath aiormq.
+"""A faster AMQP codec for the frames of every job, for the worker's own link.
 
-aiormq encodes and decodes every frame with pamqp, which walks each method's and each
-property set's attribute list generically. On the worker's hot path that is a sizeable
-share of a job's CPU (docs/PERFORMANCE.md, "The frame codec"): per job, the delivery's
-method, header and body frames come in, the reply's publish, header and body frames and
-the acknowledgement go out, and the broker's confirm comes back.
+pamqp encodes and decodes every frame by walking each method's and each property set's
+attribute list generically. On the worker's hot path that is a sizeable share of a
+job's CPU (docs/PERFORMANCE.md, "The frame codec"): per job, the delivery's method,
+header and body frames come in, the reply's publish, header and body frames and the
+acknowledgement go out, and the broker's confirm comes back.
 
-`install()` puts `marshal` and `unmarshal` in the place of `pamqp.frame.marshal` and
-`pamqp.frame.unmarshal`, which aiormq looks up on every call: aiormq offers no seam of
-its own for a codec, so this replacement is the one way in. They encode and decode those
-frames directly and hand everything else, and anything unusual about these (a named
-exchange, a property of a type without a fast path, a truncated or malformed frame), to
-pamqp's own functions, so the bytes on the wire and the objects aiormq receives are the
-same as pamqp's, errors included. `install()` checks that on samples first and keeps
-pamqp's codec if any differs.
+`marshal` and `unmarshal` have the signatures of `pamqp.frame.marshal` and `unmarshal`,
+and the link (`worker.transport.link.amqp`) calls them when `serve` runs with the fast
+codec (`codec.choose`); pamqp's functions are left as they are. They encode and decode
+those frames directly and hand everything else, and anything unusual about these (a
+named exchange, a property of a type without a fast path, a truncated or malformed
+frame), to pamqp's own functions, so the bytes on the wire and the objects the link
+receives are the same as pamqp's, errors included. `codec.choose` checks that on
+samples first (`agrees_with_pamqp`) and takes pamqp's codec if any differs.
 
 It stands on pamqp's public API only (its commands, header and body classes, their
 `attributes()`, `amqp_type()` and `flags`, and `pamqp.decode`), and it is proven against
-the one pamqp release pyproject.toml pins. This module is imported only when `serve` or
-`rerender` choose it (worker/transport/link/codec.py, which falls back to pamqp's codec on
-any error here).
+the one pamqp release pyproject.toml pins. This module is imported only when `serve`
+chooses it (worker/transport/link/codec.py, which falls back to pamqp's codec on any
+error here).
 """
 
 import datetime
@@ -33,7 +33,7 @@ from pamqp.body import ContentBody
 from pamqp.frame import FrameTypes
 from pamqp.header import ContentHeader
 
-# pamqp's own functions, kept before `install()` replaces them.
+# pamqp's own functions, for every frame without a fast path.
 PAMQP_MARSHAL: Final = pamqp.frame.marshal
 PAMQP_UNMARSHAL: Final = pamqp.frame.unmarshal
 
@@ -327,25 +327,3 @@ def agrees_with_pamqp() -> bool:
         if ours[:2] != theirs[:2] or not same_frame(ours[2], theirs[2]):
             return False
     return True
-
-
-def install() -> bool:
-    """Use this codec for every frame aiormq writes and reads in this process.
-
-    Returns False, leaving pamqp's codec in place, when the samples show a difference.
-    """
-    if not agrees_with_pamqp():
-        return False
-    pamqp.frame.marshal = marshal
-    pamqp.frame.unmarshal = unmarshal
-    return True
-
-
-def uninstall() -> None:
-    """Back to pamqp's own codec."""
-    pamqp.frame.marshal = PAMQP_MARSHAL
-    pamqp.frame.unmarshal = PAMQP_UNMARSHAL
-
-
-def installed() -> bool:
-    return pamqp.frame.marshal is marshal

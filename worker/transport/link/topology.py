@@ -1,6 +1,6 @@
 """The worker's RabbitMQ topology, in one place (CONTRACT.md §4).
 
-The worker declares it idempotently on each channel it opens (`declare_on`, over aiormq:
+The worker declares it idempotently on each channel it opens (`declare_on`, on its own link:
 at start-up and after every reconnect); tests and tools declare it through aio-pika
 (`declare`); `deploy/rabbitmq/definitions.json` describes the same objects for brokers
 that are provisioned ahead of time, and `rabbitmq_definitions` renders them in that
@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import aio_pika
-import aiormq.abc
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
+
+from worker.transport.link.amqp.channel import AmqpChannel
 
 DEFAULT_REQUEST_QUEUE = "build-prompt"
 DEFAULT_DEAD_LETTER = "build-prompt.dead"
@@ -108,8 +109,8 @@ async def declare(channel: AbstractChannel, topology: Topology) -> Declared:
     return Declared(requests, replies, dlx, dlq)
 
 
-async def declare_on(channel: aiormq.abc.AbstractChannel, topology: Topology) -> None:
-    """`declare`, on an aiormq channel (the worker's own link)."""
+async def declare_on(channel: AmqpChannel, topology: Topology) -> None:
+    """`declare`, on a channel of the worker's own link."""
     await channel.exchange_declare(
         topology.dead_letter_exchange, exchange_type=DEAD_LETTER_EXCHANGE_TYPE, durable=True
     )
@@ -121,13 +122,13 @@ async def declare_on(channel: aiormq.abc.AbstractChannel, topology: Topology) ->
     await declare_request_queue(channel, topology)
 
 
-async def declare_reply_queue(channel: aiormq.abc.AbstractChannel, topology: Topology) -> None:
+async def declare_reply_queue(channel: AmqpChannel, topology: Topology) -> None:
     await channel.queue_declare(
         topology.reply_queue, durable=True, arguments=reply_queue_arguments()
     )
 
 
-async def declare_request_queue(channel: aiormq.abc.AbstractChannel, topology: Topology) -> None:
+async def declare_request_queue(channel: AmqpChannel, topology: Topology) -> None:
     await channel.queue_declare(
         topology.request_queue, durable=True, arguments=topology.request_arguments()
     )
