@@ -150,7 +150,7 @@ async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
             assert {e["settled"] for e in named(worker, "job")} == {"acked"}
             assert await queue_depth(channel, topo.request_queue) == 0
             assert await queue_depth(channel, topo.dead_letter_queue) == 0
-            # aiormq's own lines about the frames are replaced by the worker's.
+            # The worker's own line about the block, not a library's.
             assert "was blocked by" not in worker.logs()
             worker.signal(signal.SIGTERM)
             assert await worker.wait_exit() == 0

@@ -175,7 +175,7 @@ async def test_a_dropped_connection_loses_no_job_and_leaves_none_unsettled(
 async def test_a_request_queue_deleted_under_the_worker_is_declared_and_consumed_again(
     start_worker: StartWorker, topo: Topology, channel: AbstractChannel
 ) -> None:
-    # The worker consumes on aiormq's channel, beneath aio-pika's robust queue, so the
+    # The worker consumes on its own channel, with no robust layer beneath it, so the
     # broker's cancel of that consumer is the worker's own business.
     worker = start_worker()
     await worker.wait_ready()

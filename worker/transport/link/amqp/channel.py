@@ -21,6 +21,7 @@ from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
 from worker.transport.link.amqp import errors
+from worker.transport.link.amqp.closing import Closable, Closing
 
 if TYPE_CHECKING:
     from worker.transport.link.amqp.connection import AmqpConnection
@@ -44,7 +45,7 @@ class _Content:
         self.still = 0
 
 
-class AmqpChannel:
+class AmqpChannel(Closable):
     """A channel: what the worker's consumer and publishers call."""
 
     def __init__(
@@ -73,25 +74,12 @@ class AmqpChannel:
         self._sequence_of: dict[str, int] = {}  # returnable publishes' message ids
         self._content: _Content | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._observers: list[asyncio.Future[None]] = []
-        self.closed_by: BaseException | None = None
-        self.is_closed = False
+        self.ended = Closing()
 
     def __repr__(self) -> str:
         return f"<AmqpChannel #{self.number} of {self.connection!r}>"
 
     # -- the caller's side ------------------------------------------------------------
-
-    @property
-    def closing(self) -> "asyncio.Future[None]":
-        """A new future, done when the channel closes (raising why, unless the worker
-        closed it); cancelling it cancels only this observer."""
-        observer: asyncio.Future[None] = self._loop.create_future()
-        if self.is_closed:
-            self._tell(observer)
-        else:
-            self._observers.append(observer)
-        return observer
 
     async def open(self) -> None:
         await self._call(commands.Channel.Open(), commands.Channel.OpenOk)
@@ -249,16 +237,11 @@ class AmqpChannel:
 
     def closed(self, why: BaseException | None) -> None:
         """The channel is closed (by the broker, the connection's loss, or the worker)."""
-        if self.is_closed:
-            return
-        self.is_closed = True
-        self.closed_by = why
-        self.connection.forget(self)
         # The observers first: they learn of the close before whatever waits on the
         # channel wakes up with the failure.
-        for observer in self._observers:
-            self._tell(observer)
-        self._observers.clear()
+        if not self.ended.close(why):
+            return
+        self.connection.forget(self)
         failure = why or ChannelInvalidStateError(f"{self!r} closed")
         if self._reply is not None and not self._reply.done():
             self._reply.set_exception(failure)
@@ -269,9 +252,10 @@ class AmqpChannel:
         self._sequence_of.clear()
         self.consumers.clear()
         # The deliveries' handlers end with the channel (CancelledError): a delivery
-        # can no longer be settled, and the broker hands it out again.
-        for task in list(self._tasks):
-            task.cancel()
+        # can no longer be settled, and the broker hands it out again. Only after those
+        # woken by the failures above have seen them (why the channel closed: a reply
+        # too large, a declaration refused), as aiormq does it.
+        self._loop.call_soon(self._cancel_handlers)
 
     # -- inside ---------------------------------------------------------------------
 
@@ -297,14 +281,6 @@ class AmqpChannel:
                 if self._reply is reply:
                     self._reply = None
 
-    def _tell(self, observer: "asyncio.Future[None]") -> None:
-        if observer.done():
-            return
-        if self.closed_by is None:
-            observer.set_result(None)
-        else:
-            observer.set_exception(self.closed_by)
-
     def _content_complete(self, content: _Content) -> None:
         self._content = None
         parts = content.parts
@@ -322,6 +298,10 @@ class AmqpChannel:
                 task.add_done_callback(self._consumer_done)
         elif type(method) is Basic.Return:
             self._returned(message, method)
+
+    def _cancel_handlers(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
 
     def _consumer_done(self, task: "asyncio.Task[None]") -> None:
         self._tasks.discard(task)

@@ -36,6 +36,7 @@ from yarl import URL
 from worker import __version__
 from worker.transport.link.amqp import errors
 from worker.transport.link.amqp.channel import AmqpChannel
+from worker.transport.link.amqp.closing import Closable, Closing
 from worker.transport.link.amqp.wire import (
     HEARTBEAT,
     PAMQP_CODEC,
@@ -61,7 +62,7 @@ def _ignore(*_: Any) -> None:
     return None
 
 
-class AmqpConnection(asyncio.Protocol):
+class AmqpConnection(asyncio.Protocol, Closable):
     """One connection to one broker address."""
 
     def __init__(
@@ -85,8 +86,7 @@ class AmqpConnection(asyncio.Protocol):
         self.frame_max = FRAME_MAX
         self.server_properties: dict[str, Any] = {}
         self.last_read = time.monotonic()
-        self.is_closed = False
-        self.closed_by: BaseException | None = None
+        self.ended = Closing()
         self.channels: dict[int, AmqpChannel] = {}
         self._loop = asyncio.get_running_loop()
         self._reader = FrameReader(codec.decode)
@@ -95,7 +95,6 @@ class AmqpConnection(asyncio.Protocol):
         self._opened = False
         self._close_ok: asyncio.Future[None] | None = None
         self._heartbeats: asyncio.Task[None] | None = None
-        self._observers: list[asyncio.Future[None]] = []
 
     def __repr__(self) -> str:
         return f"<AmqpConnection {self.url.host}:{self.url.port}>"
@@ -146,17 +145,6 @@ class AmqpConnection(asyncio.Protocol):
             channel.closed(None)
             raise
         return channel
-
-    @property
-    def closing(self) -> "asyncio.Future[None]":
-        """A new future, done when the connection closes (raising why, unless the worker
-        closed it); cancelling it cancels only this observer."""
-        observer: asyncio.Future[None] = self._loop.create_future()
-        if self.is_closed:
-            self._tell(observer)
-        else:
-            self._observers.append(observer)
-        return observer
 
     async def close(self, exc: BaseException | None = None) -> None:
         """Close the connection: `connection.close`, the broker's close-ok (bounded),
@@ -302,25 +290,13 @@ class AmqpConnection(asyncio.Protocol):
             self._transport.close()
 
     def _closed(self, why: BaseException | None) -> None:
-        if self.is_closed:
+        # The observers first, as the channel's (`AmqpChannel.closed`).
+        if not self.ended.close(why):
             return
-        self.is_closed = True
-        self.closed_by = why
         if self._heartbeats is not None:
             self._heartbeats.cancel()
         for channel in list(self.channels.values()):
             channel.closed(why)
-        for observer in self._observers:
-            self._tell(observer)
-        self._observers.clear()
-
-    def _tell(self, observer: "asyncio.Future[None]") -> None:
-        if observer.done():
-            return
-        if self.closed_by is None:
-            observer.set_result(None)
-        else:
-            observer.set_exception(self.closed_by)
 
     async def _beat(self) -> None:
         """Send a heartbeat every half interval; drop a broker silent for three."""
