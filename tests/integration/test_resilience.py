@@ -31,6 +31,8 @@ from worker.transport.producers.client import PromptClient
 
 pytestmark = pytest.mark.broker
 
+PREFETCH = 500
+
 
 def start_calls(
     client: PromptClient, count: int, prefix: str, timeout: float = 240
@@ -104,15 +106,19 @@ async def test_sigkill_with_jobs_in_flight_then_restart_answers_every_job(
 async def test_sigterm_finishes_in_flight_jobs_and_exits_0(
     start_worker: StartWorker, client: PromptClient, topo: Topology, channel: AbstractChannel
 ) -> None:
-    worker = start_worker()
+    # A prefetch window the worker takes a while to work through: a worker faster than
+    # the broker can hand jobs out to would otherwise be idle between deliveries.
+    worker = start_worker("--prefetch", str(PREFETCH))
     await worker.wait_ready()
     # Stopped while the calls are published, the worker has a backlog behind it when it
     # goes on, and so jobs in flight at SIGTERM, however fast it is against this client.
+    # Every call is published first: a client still publishing reads replies late.
     os.kill(worker.pid, signal.SIGSTOP)
-    ids, calls = start_calls(client, 1000, "term")
+    ids, calls = start_calls(client, 2000, "term")
 
     async def backlog() -> bool:
-        return await queue_depth(channel, topo.request_queue) >= 500
+        # All but those the broker sent the stopped worker (its prefetch).
+        return await queue_depth(channel, topo.request_queue) >= len(ids) - PREFETCH
 
     try:
         await wait_for(backlog, 60, "a backlog of calls")
