@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import os
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from aiormq.abc import AbstractChannel, DeliveredMessage
 from aiormq.exceptions import ChannelInvalidStateError, DeliveryError, PublishError
@@ -22,15 +22,24 @@ from pamqp.header import ContentHeader
 
 from worker.transport.link.amqp import errors
 from worker.transport.link.amqp.closing import Closable, Closing
-
-if TYPE_CHECKING:
-    from worker.transport.link.amqp.connection import AmqpConnection
+from worker.transport.link.amqp.wire import FrameCodec
 
 Basic = commands.Basic
 Consumer = Callable[[DeliveredMessage], Awaitable[None]]
 OnCancel = Callable[[Any], None]
 _CONSUMER_TAGS = itertools.count(1)
 _CONTENT_METHODS = (Basic.Deliver, Basic.Return, Basic.GetOk)
+
+
+class Carrier(Protocol):
+    """What a channel needs of its connection (`connection.AmqpConnection`)."""
+
+    codec: FrameCodec
+    frame_max: int
+
+    def write(self, data: bytes) -> None: ...
+
+    def forget(self, channel: "AmqpChannel") -> None: ...
 
 
 class _Content:
@@ -50,7 +59,7 @@ class AmqpChannel(Closable):
 
     def __init__(
         self,
-        connection: "AmqpConnection",
+        connection: Carrier,
         number: int,
         *,
         publisher_confirms: bool,
