@@ -225,6 +225,27 @@ async def test_every_conformance_job_is_answered_exactly(served: Served) -> None
         assert reply["messages"] == case["expected_messages"], case["job"]["job_id"]
 
 
+@pytest.mark.parametrize("tokenizer", ["cl100k_base", "o200k_base"])
+async def test_a_trimmed_prompt_is_counted_exactly_by_either_tokenizer(
+    served: Served, tokenizer: str
+) -> None:
+    # The image installs the `tokenizers` extra: a budget's count is the encoding's own,
+    # checked here against an independent implementation (bpe-openai's Rust BPE).
+    import bpe_openai
+
+    case = next(c for c in CASES if c["job"]["job_id"] == "case-1-31")
+    job = {"budget": {"max_prompt_tokens": 600, "tokenizer": tokenizer}, **case["job"]}
+    async with served.client() as client:
+        reply = await client.build(job, timeout=REPLY_TIMEOUT)
+    assert reply["status"] == "ok", reply
+    budget, cache = reply["meta"]["budget"], reply["meta"]["cache"]
+    assert (budget["tokenizer"], budget["trimmed"], budget["counted"]) == (tokenizer, True, True)
+    encoding = bpe_openai.get_encoding(tokenizer)
+    expected = sum(len(encoding.encode_ordinary(m["content"])) for m in reply["messages"])
+    assert budget["prompt_tokens"] == cache["prompt_tokens"] == expected <= 600
+    assert cache["tokenizer"] == tokenizer
+
+
 def test_over_tls_the_worker_logs_in_with_its_certificate(
     image: str, image_tls_node: TlsNode, tls_broker: Broker
 ) -> None:

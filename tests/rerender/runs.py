@@ -9,7 +9,7 @@ gives it. What the conformance files expect is what the worker sent *before* the
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import pytest
 from tests.rerender.files import CONFIG, CONFORMANCE_FILES, write_lines
 from worker.cli import main
 from worker.families import FAMILIES
-from worker.families.base import Family, template_version
+from worker.families.base import template_version
 from worker.families.tarsy import builder as tarsy
 from worker.families.tarsy import instructions
 from worker.families.tarsy.templates import GENERAL_INSTRUCTIONS
@@ -45,7 +45,10 @@ def tarsy_template_edit() -> Iterator[str]:
         text = GENERAL_INSTRUCTIONS
         assert EDIT_BEFORE in text
         patch.setattr(instructions, "GENERAL_INSTRUCTIONS", text.replace(EDIT_BEFORE, EDIT_AFTER))
-        edited = Family("tarsy", template_version("tarsy", tarsy.versioned_texts()), tarsy.build)
+        # The family as it is, but for its version: its growth point and cut plans too.
+        edited = replace(
+            tarsy.FAMILY, template_version=template_version("tarsy", tarsy.versioned_texts())
+        )
         assert edited.template_version != tarsy.FAMILY.template_version
         for kind, family in list(FAMILIES.items()):
             if family is tarsy.FAMILY:

@@ -70,6 +70,16 @@ def test_the_summary_shows_the_runs_numbers(browser: Browser, review_run: Review
     bars = page.eval_on_selector_all("#chart .bar", "bars => bars.map(b => b.dataset.kind)")
     assert sorted(bars) == sorted(run.report["by_kind"])
     assert page.text_content("#files").endswith("complete run")
+    # The new prompts' cacheable share (meta.cache), summed over the run.
+    cacheable = totals["cacheable"]
+    shown = re.fullmatch(
+        r"Cacheable prefix: ([\d.]+)% of the new prompts' ([\d,]+) tokens \(meta\.cache\)\.",
+        page.text_content("#summary-section p.cacheable") or "",
+    )
+    assert shown is not None, page.text_content("#summary-section p.cacheable")
+    assert int(shown.group(2).replace(",", "")) == cacheable["prompt_tokens"]
+    share = 100 * cacheable["stable_tokens"] / cacheable["prompt_tokens"]
+    assert abs(float(shown.group(1)) - share) <= 0.05
     browser.screenshot(page, "summary", full_page=True)
     assert browser.requests == [run.html.as_uri()]  # nothing loaded from anywhere else
     assert browser.errors == []
@@ -87,6 +97,17 @@ def test_a_change_opens_as_a_word_level_diff_in_both_views(
     assert page.url.endswith(f"#change={synthesis['id']}")
     assert page.text_content("#detail h2").startswith("Change synthesis")
     assert f"{synthesis['jobs']} jobs made this change" in page.text_content("#detail .meta")
+    # The example job's cacheable prefix, message by message.
+    cacheable = page.text_content("#detail p.cacheable") or ""
+    assert cacheable.startswith("Cacheable prefix of the new prompt: ")
+    parts = cacheable.removeprefix("Cacheable prefix of the new prompt: ").split(" · ")
+    assert len(parts) == len(synthesis["cacheable"]) >= 2
+    for index, (part, message) in enumerate(zip(parts, synthesis["cacheable"], strict=True)):
+        numbers = re.fullmatch(r"(\d+) (\w+) ([\d,]+) of ([\d,]+) characters \(([\d.]+)%\)", part)
+        assert numbers is not None, part
+        assert (int(numbers.group(1)), numbers.group(2)) == (index, message["role"])
+        assert int(numbers.group(3).replace(",", "")) == message["cacheable"]
+        assert int(numbers.group(4).replace(",", "")) == message["chars"]
     # Unified: the removed and the added line, the changed words marked inside them.
     removed = page.text_content("#diff .unified .t.del")
     added = page.text_content("#diff .unified .t.ins")
