@@ -11,13 +11,14 @@ Five measurements, each in one sitting so that ratios compare like with like:
 2. **Budget use.** prompt_tokens / max_prompt_tokens of the trimmed renders.
 3. **Far under budget, and no budget.** A typical react job: the render time without a
    budget and with one far above its size (cl100k_base), side by side, and the cost of
-   the cache breakpoints a budget-less reply carries, timed alone against the render.
+   the cache breakpoints a budget-less reply carries (the family's growth point and the
+   estimate's breakpoints), timed alone against the render.
 4. **A 1 MB investigation to 100k tokens**, with cl100k_base and with o200k_base: the
    render time, how many characters were tokenized against the job's size, the time to
    tokenize the reply's prompt once (what any exact count of it costs at the least), the
-   render counting each candidate prompt whole (as before pieces.py), and for o200k_base
-   the render counting with bpe-openai's Rust BPE instead of tiktoken (the choice of
-   counting library), the cases in turn; wall and CPU (process) time, the latter less
+   render counting each candidate prompt whole (as before pieces.py), and the render
+   counting with bpe-openai's Rust BPE instead of tiktoken (the choice of counting
+   library), the cases in turn; wall and CPU (process) time, the latter less
    moved by other load; and the cacheable share of the reply (meta.cache).
 5. **Growing sessions by shape** (chat without history, chat with history, a chat whose
    history grows, a stage of many small events, a stage of few huge events), each
@@ -418,7 +419,7 @@ def with_counting(func: Any, whole: bool = False, name: str = "cl100k_base") -> 
 
 
 class BpeOpenAI:
-    """o200k_base counted by bpe-openai's Rust BPE, through its public tiktoken-like API:
+    """An encoding counted by bpe-openai's Rust BPE, through its public tiktoken-like API:
     the other candidate of docs/BUDGETS.md, "Sizing a budget per model". Its API refuses a
     text of 1,000,000 characters or more and one of more than 200,000 tokens."""
 
@@ -444,7 +445,7 @@ def far_under(repeat: int) -> dict[str, Any]:
     """A typical job without a budget and far under one: render times, side by side, and
     what the cache breakpoints of a budget-less reply cost inside its render."""
     from worker.render import renderer as renderer_module
-    from worker.render.cache import cache_meta, estimate_cache_meta
+    from worker.render.cache import estimate_cache_meta
 
     def no_breakpoints(*args: Any, **kwargs: Any) -> dict[str, Any]:
         return {}
@@ -464,7 +465,9 @@ def far_under(repeat: int) -> dict[str, Any]:
     messages = Builds()(parsed)
 
     def breakpoints() -> None:
-        cache_meta(messages, family.stable_end(parsed, messages))
+        # What a reply without a budget computes: the family's growth point, then the
+        # estimate's breakpoints (renderer.render_job).
+        estimate_cache_meta(messages, family.stable_end(parsed, messages))
 
     names = vars(renderer_module)  # the renderer module's own names
 
@@ -539,11 +542,10 @@ def megabyte(repeat: int, name: str) -> dict[str, Any]:
         "render_counting_prompts_whole": render_with(counting_whole),
         "tokenize_reply_prompt_once": lambda: exact.count(prompt),
     }
-    if name == "o200k_base":
-        bpe = BpeOpenAI(exact)
-        cases["render_counting_with_bpe_openai"] = render_with(bpe)
-        cases["tokenize_reply_prompt_once_bpe_openai"] = lambda: bpe.count(prompt)
-    else:
+    bpe = BpeOpenAI(exact)
+    cases["render_counting_with_bpe_openai"] = render_with(bpe)
+    cases["tokenize_reply_prompt_once_bpe_openai"] = lambda: bpe.count(prompt)
+    if name == "cl100k_base":
         cases["tokenize_job_events_once"] = lambda: exact.count(events_text)
     times = interleaved(cases, repeat)
     return {

@@ -99,15 +99,18 @@ def corpus() -> list[str]:
 
 
 @functools.cache
-def independent_o200k() -> bpe_openai.Encoding:
-    return bpe_openai.get_encoding("o200k_base")
+def independent(name: str) -> bpe_openai.Encoding:
+    return bpe_openai.get_encoding(name)
 
 
-def test_o200k_base_agrees_with_an_independent_implementation_on_the_corpus() -> None:
+@pytest.mark.parametrize("name", EXACT)
+def test_each_encoding_agrees_with_an_independent_implementation_on_the_corpus(
+    name: str,
+) -> None:
     # bpe-openai's Rust BPE is written apart from tiktoken: agreeing with it on every
     # text of the corpus tests our definition of the encoding, not tiktoken with itself.
-    ours = tokenizers.get("o200k_base")
-    theirs = independent_o200k()
+    ours = tokenizers.get(name)
+    theirs = independent(name)
     texts = corpus()
     assert len(texts) > 1000
     assert sum(len(t) for t in texts) > 500_000
@@ -116,11 +119,11 @@ def test_o200k_base_agrees_with_an_independent_implementation_on_the_corpus() ->
 
 
 @settings(max_examples=1000, deadline=None)
-@given(text=st.text(max_size=300))
-def test_o200k_base_agrees_with_an_independent_implementation_on_any_text(text: str) -> None:
-    ours = tokenizers.get("o200k_base")
-    theirs = independent_o200k()
-    assert ours.count(text) == len(theirs.encode_ordinary(text))
+@given(name=st.sampled_from(EXACT), text=st.text(max_size=300))
+def test_each_encoding_agrees_with_an_independent_implementation_on_any_text(
+    name: str, text: str
+) -> None:
+    assert tokenizers.get(name).count(text) == len(independent(name).encode_ordinary(text))
 
 
 @pytest.mark.parametrize("name", EXACT)
