@@ -6,7 +6,7 @@ with the connections left open (no RST, no FIN): only heartbeats can tell. The b
 "within twice the heartbeat" is a timeout (a hang fails the test); the measured times
 are printed for docs/BROKERS.md. The worker cuts a link that stays silent for 1.5
 heartbeat intervals (the broker sends one every half interval), checked every half
-interval; the connection alone would wait three intervals.
+interval.
 """
 
 import asyncio

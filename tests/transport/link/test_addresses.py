@@ -203,7 +203,7 @@ async def test_a_lost_link_moves_to_the_next_node_and_comes_round_again() -> Non
     connection = await link.connect()
     assert link.broker == broker_address(live)
     # The link drops (as when the node goes): the next attempt is on the other node.
-    await connection.close(ConnectionResetError("gone"))
+    await connection.close()
     assert connection.is_closed
     link.move_on()
     async with asyncio.timeout(30):

@@ -99,7 +99,7 @@ class ReplyChannels:
                 self.side_connection = await self._side()
             connection = self.side_connection
             self.used_side = True
-        self._channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        self._channel = await connection.channel(publisher_confirms=True)
         return self._channel
 
     async def discard(self) -> None:

@@ -11,10 +11,10 @@ duplicated and consumers of replies deduplicate by correlation id / job id.
 When the reply cannot be delivered:
 
 * `reply_to` names a queue that no longer exists (the RPC client timed out or exited):
-  replies are published `mandatory` on a channel with `on_return_raises`, so the broker's
-  return is seen; the job is settled as if answered (and the return logged), because
-  no retry could ever reach that client and requeueing would loop to the delivery
-  limit for nothing;
+  replies are published `mandatory`, and the link raises the broker's return
+  (`PublishError`), so it is seen; the job is settled as if answered (and the return
+  logged), because no retry could ever reach that client and requeueing would loop to
+  the delivery limit for nothing;
 * the default reply queue is missing (deleted under a running worker): it is declared
   again and the reply published once more; if that fails too, the job is dead-lettered
   rather than answered into the void;

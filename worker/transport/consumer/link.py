@@ -22,7 +22,6 @@ operator may be mid-change.
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any, cast
@@ -174,7 +173,7 @@ class ConsumerLink:
     async def _open(self, connection: AmqpConnection, *, first: bool) -> AmqpChannel:
         """A channel with the topology declared and the consumer registered. At start-up
         (`first`) a conflict with the broker's objects is a `TopologyError`."""
-        channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        channel = await connection.channel(publisher_confirms=True)
         try:
             # Per-consumer QoS: global QoS on a quorum queue closes the connection (540).
             await channel.basic_qos(prefetch_count=self.prefetch.current, global_=False)
@@ -243,11 +242,9 @@ class ConsumerLink:
 
         for observer in watched:
             observer.add_done_callback(count_open)
-        watchdog = asyncio.ensure_future(self._cut_when_silent(connection))
         try:
             done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            watchdog.cancel()
             for observer in watched:
                 observer.cancel()  # only this observer, never the resource
         unsettled = open_at_loss[0] if open_at_loss else 0
@@ -255,22 +252,6 @@ class ConsumerLink:
             if not future.cancelled() and future.exception() is not None:
                 return future.exception(), unsettled
         return None, unsettled
-
-    async def _cut_when_silent(self, connection: AmqpConnection) -> None:
-        """Cut a half-open link: the broker sends at least a heartbeat every half
-        heartbeat interval, so 1.5 intervals without a byte means the path is gone
-        (stalled, a NAT entry dropped without a reset). The connection alone would wait
-        three intervals; checked every half interval, the cut comes within two."""
-        heartbeat = float(connection.heartbeat_timeout)
-        if heartbeat <= 0:
-            return
-        while True:
-            await asyncio.sleep(heartbeat / 2)
-            silent = time.monotonic() - connection.last_read
-            if silent > heartbeat * 1.5:
-                self.log.warning("broker_link_silent", silent_s=round(silent, 1))
-                connection.abort()  # the connection is lost, and closes
-                return
 
     def _link_down(self, error: BaseException | None, unsettled: int) -> None:
         if self.readiness.connected and self.consume_wanted:

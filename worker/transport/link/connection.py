@@ -139,14 +139,19 @@ class BrokerLink:
             client_properties=self.client_properties,
             on_blocked=on_blocked,
             on_unblocked=on_unblocked,
+            on_silent=self.silent,
         )
         try:
             await asyncio.wait_for(connection.connect(), CONNECT_TIMEOUT)
-        except BaseException as exc:
+        except BaseException:
             with contextlib.suppress(Exception):
-                await connection.close(exc)
+                await connection.close()
             raise
         return connection
+
+    def silent(self, seconds: float) -> None:
+        """The broker sent nothing for `seconds`: the connection is about to cut the link."""
+        self.log.warning("broker_link_silent", broker=self.broker, silent_s=round(seconds, 1))
 
     async def attempt_failed(self, exc: BaseException) -> None:
         """One attempt failed with `exc`: log it, move on, and wait the next pause (or

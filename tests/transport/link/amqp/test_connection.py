@@ -5,6 +5,7 @@ import asyncio
 
 import pytest
 from aiormq.exceptions import (
+    AMQPConnectionError,
     AuthenticationError,
     ConnectionClosed,
     IncompatibleProtocolError,
@@ -156,3 +157,23 @@ async def test_heartbeats_are_sent_while_the_link_is_idle() -> None:
         await asyncio.wait_for(broker.done.wait(), 10)
         await connection.close()
     assert beats == [HEARTBEAT, HEARTBEAT]
+
+
+async def test_a_broker_silent_for_one_and_a_half_intervals_is_cut_and_told() -> None:
+    # The broker takes the client's heartbeats and sends nothing back: a path that
+    # stalled one way. The connection tells on_silent, then drops the socket.
+    told: list[float] = []
+
+    async def say_nothing(session: Session) -> None:
+        while await session.reader.read(4096):
+            pass
+
+    async with ScriptedBroker(after=say_nothing) as broker:
+        connection = AmqpConnection(broker.url("?heartbeat=1"), on_silent=told.append)
+        await connection.connect()
+        with pytest.raises(AMQPConnectionError, match="unexpectedly closed"):
+            await asyncio.wait_for(connection.closing, 30)
+        await asyncio.wait_for(broker.done.wait(), 10)
+    assert connection.is_closed
+    [silent] = told
+    assert silent > 1.5  # SILENT_INTERVALS heartbeat intervals of 1 s

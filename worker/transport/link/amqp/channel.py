@@ -63,12 +63,10 @@ class AmqpChannel(Closable):
         number: int,
         *,
         publisher_confirms: bool,
-        on_return_raises: bool,
     ) -> None:
         self.connection = connection
         self.number = number
         self.publisher_confirms = publisher_confirms
-        self.on_return_raises = on_return_raises
         self.on_consumer_cancel_callbacks: set[OnCancel] = set()
         self.consumers: dict[str, Consumer] = {}
         self._loop = asyncio.get_running_loop()

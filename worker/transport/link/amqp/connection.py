@@ -5,8 +5,13 @@
 to its channel; frames are written with the connection's codec. What the connection
 learns of the broker is told through callbacks and futures the caller owns:
 `on_blocked(reason)` / `on_unblocked()` for the broker's resource alarms, `closing`
-for the end of the connection (with why), `last_read` for when the broker last sent
-anything (a link that stays silent is cut by the caller, `abort()`).
+for the end of the connection (with why), `on_silent(seconds)` just before a link the
+broker has stopped talking on is cut.
+
+A silent link is cut after SILENT_INTERVALS heartbeat intervals without a byte: the
+broker sends a heartbeat every half interval, so that long means the path is gone
+(stalled, a NAT entry dropped without a reset), while the operating system would wait
+for TCP's own timeouts. Checked every half interval, the cut comes within two.
 
 Failures are aiormq's exception classes, as aiormq raises them: `AMQPConnectionError`
 for a socket that cannot be opened or is lost, `ProbableAuthenticationError` for
@@ -47,6 +52,7 @@ from worker.transport.link.amqp.wire import (
 
 Connection = commands.Connection
 DEFAULT_HEARTBEAT = 60  # seconds, as aiormq's (the URL's `heartbeat` sets it)
+SILENT_INTERVALS = 1.5
 FRAME_MAX = 131072  # the largest frame the worker accepts (RabbitMQ's default)
 CLOSE_WAIT = 5.0  # for the broker's close-ok, on a link that may be stalled
 _CAPABILITIES = {
@@ -74,6 +80,7 @@ class AmqpConnection(asyncio.Protocol, Closable):
         client_properties: dict[str, Any] | None = None,
         on_blocked: Callable[[str], None] = _ignore,
         on_unblocked: Callable[[], None] = _ignore,
+        on_silent: Callable[[float], None] = _ignore,
     ) -> None:
         self.url = url
         self.codec = codec
@@ -81,6 +88,7 @@ class AmqpConnection(asyncio.Protocol, Closable):
         self.client_properties = client_properties or {}
         self.on_blocked = on_blocked
         self.on_unblocked = on_unblocked
+        self.on_silent = on_silent
         heartbeat = url.query.get("heartbeat", str(DEFAULT_HEARTBEAT))
         self.heartbeat_timeout = int(heartbeat) if heartbeat.isdigit() else DEFAULT_HEARTBEAT
         self.frame_max = FRAME_MAX
@@ -126,18 +134,12 @@ class AmqpConnection(asyncio.Protocol, Closable):
         if self.heartbeat_timeout > 0 and not self.is_closed:
             self._heartbeats = self._loop.create_task(self._beat())
 
-    async def channel(
-        self, *, publisher_confirms: bool = True, on_return_raises: bool = True
-    ) -> AmqpChannel:
+    async def channel(self, *, publisher_confirms: bool = True) -> AmqpChannel:
+        """A new channel; a returned mandatory publish on it raises PublishError."""
         if self.is_closed:
             raise self.closed_by or AMQPConnectionError("the connection is closed")
         number = next(n for n in range(1, len(self.channels) + 2) if n not in self.channels)
-        channel = AmqpChannel(
-            self,
-            number,
-            publisher_confirms=publisher_confirms,
-            on_return_raises=on_return_raises,
-        )
+        channel = AmqpChannel(self, number, publisher_confirms=publisher_confirms)
         self.channels[number] = channel
         try:
             await channel.open()
@@ -146,7 +148,7 @@ class AmqpConnection(asyncio.Protocol, Closable):
             raise
         return channel
 
-    async def close(self, exc: BaseException | None = None) -> None:
+    async def close(self) -> None:
         """Close the connection: `connection.close`, the broker's close-ok (bounded),
         then the socket."""
         if self.is_closed:
@@ -299,12 +301,15 @@ class AmqpConnection(asyncio.Protocol, Closable):
             channel.closed(why)
 
     async def _beat(self) -> None:
-        """Send a heartbeat every half interval; drop a broker silent for three."""
-        interval = max(1.0, self.heartbeat_timeout / 2)
+        """Send a heartbeat every half interval; cut a link silent for SILENT_INTERVALS."""
+        interval = self.heartbeat_timeout / 2
+        bound = self.heartbeat_timeout * SILENT_INTERVALS
         while not self.is_closed:
             await asyncio.sleep(interval)
-            if time.monotonic() - self.last_read > self.heartbeat_timeout * 3:
-                self.abort()
+            silent = time.monotonic() - self.last_read
+            if silent > bound:
+                self.on_silent(silent)
+                self.abort()  # the connection is lost, and closes
                 return
             with contextlib.suppress(Exception):
                 self.write(HEARTBEAT)
