@@ -5,8 +5,9 @@ schemas, detectors, and with tracing on the OpenTelemetry SDK), and a job makes
 thousands of short-lived containers that reference counting frees at once. With
 CPython's defaults the collector scanned the first over and over, at every full
 collection (about 50 ms each), and swept the youngest generation every 700 allocations,
-while a job's own objects were mostly still in use: together about a tenth of a job's
-CPU, measured in docs/PERFORMANCE.md ("The garbage collector").
+while a job's own objects were mostly still in use: together about 7% of a job's CPU
+with tracing off (21 µs of ~300), more with it on, measured in docs/PERFORMANCE.md
+("The garbage collector").
 
 Once start-up is done, its objects are frozen (never scanned again) and the youngest
 generation is swept less often. Garbage in cycles is still collected, a little later.
