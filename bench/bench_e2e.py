@@ -9,9 +9,11 @@ For each worker (echo, then `prompt-worker serve`, then the Go echo when it can 
 built: bench/goecho/, the ceiling) and each process count, on fresh
 uniquely named queues of the real topology (quorum request queue, dead-lettering):
 
-* drain: the request queue is filled with N copies of the job first, then the workers
-  start; jobs/s between the first and the last reply (start-up excluded), and the
-  workers' CPU (processes and their children, from /proc) per job over that span.
+* drain: the workers start on the empty request queue and, once every process consumes
+  from it, are stopped (SIGSTOP) while it is filled with N copies of the job, then go
+  on: jobs/s between the first and the last reply, and the workers' CPU (processes and
+  their children, from /proc) per job over that span. No process is still starting
+  when the first reply comes, so start-up never counts against the jobs.
   Repeated `--repeat` times, echo and render interleaved so that a noisy spell of the
   machine lands on both; the table shows medians, each run is printed, and the summary
   adds the median ratio of each render drain to the echo drain just before it;
@@ -183,16 +185,25 @@ class Drain:
         self.pids: list[int] = []
         self.done = asyncio.Event()
 
-    async def fill(self, channel: AbstractChannel, queue: str, body: bytes) -> None:
+    async def listen(self, channel: AbstractChannel) -> str:
+        """The reply queue, consumed: its name."""
         replies = await channel.declare_queue("", exclusive=True)
         await replies.consume(self._on_reply, no_ack=True)
+        return replies.name
+
+    async def fill(
+        self, channel: AbstractChannel, queue: str, body: bytes, reply_to: str | None = None
+    ) -> None:
+        """Publish the jobs, replies to `reply_to` (a reply queue of its own if None)."""
+        if reply_to is None:
+            reply_to = await self.listen(channel)
         for start in range(0, self.count, 500):
             await asyncio.gather(
                 *(
                     channel.default_exchange.publish(
                         aio_pika.Message(
                             body,
-                            reply_to=replies.name,
+                            reply_to=reply_to,
                             correlation_id=str(i),
                             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
                         ),
@@ -216,6 +227,15 @@ class Drain:
         """Jobs/s and worker CPU ms per job, from the first reply to the last."""
         jobs = self.count - 1
         return jobs / (self.last - self.first), (self.cpu_last - self.cpu_first) * 1000 / jobs
+
+
+async def consumers(channel: AbstractChannel, queue: str, count: int) -> None:
+    """Wait until `count` consumers consume from `queue` (every process has started)."""
+    while True:
+        declared = await channel.declare_queue(queue, passive=True)
+        if (declared.declaration_result.consumer_count or 0) >= count:
+            return
+        await asyncio.sleep(0.05)
 
 
 async def windowed(
@@ -266,9 +286,19 @@ async def run_one(
         await topology.declare(channel, topo)
         try:
             meter = Drain(args.jobs)
-            await meter.fill(channel, topo.request_queue, body)
+            reply_to = await meter.listen(channel)
             with workers(kind, count, topo, args) as processes:
                 meter.pids.extend(p.pid for p in processes)
+                await asyncio.wait_for(
+                    consumers(channel, topo.request_queue, count), timeout=args.phase_timeout
+                )
+                for process in processes:
+                    os.kill(process.pid, signal.SIGSTOP)
+                try:
+                    await meter.fill(channel, topo.request_queue, body, reply_to)
+                finally:
+                    for process in processes:
+                        os.kill(process.pid, signal.SIGCONT)
                 await asyncio.wait_for(meter.done.wait(), timeout=args.phase_timeout)
                 drained = meter.figures()
                 if live:
