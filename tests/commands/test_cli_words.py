@@ -20,7 +20,9 @@ def test_render_names_the_flag_it_does_not_know() -> None:
     result = prompt_worker("render", "--bogus", "x")
     assert result.returncode == 2
     assert result.stderr.decode() == (
-        "usage: prompt-worker render [-h] [--config PATH] [--workers N] [FILE|-]\n"
+        "usage: prompt-worker render [-h] [--config PATH] [--workers N]\n"
+        "                            [--budget TOKENS] [--tokenizer NAME]\n"
+        "                            [FILE|-]\n"
         "prompt-worker render: error: unrecognized arguments: --bogus\n"
     )
 

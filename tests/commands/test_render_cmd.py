@@ -62,6 +62,44 @@ def test_a_job_budget_applies_and_an_over_budget_job_exits_1() -> None:
     assert refused["error"]["code"] == "over_budget"
 
 
+@pytest.mark.parametrize("tokenizer", ["estimate", "cl100k_base", "o200k_base"])
+def test_budget_option_applies_to_jobs_without_one(tokenizer: str) -> None:
+    job = json.loads((BENCH_JOBS / "typical_react_job.json").read_text(encoding="utf-8"))
+    own = {**job, "job_id": "own", "budget": {"max_prompt_tokens": 5000}}
+    stdin = (json.dumps({**job, "job_id": "bare"}) + "\n" + json.dumps(own) + "\n").encode()
+    config = str(BENCH_JOBS / "worker.yaml")
+    options = ("--budget", "3000", "--tokenizer", tokenizer)
+    result = prompt_worker("render", "-", "--config", config, *options, stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    bare, kept = replies(result.stdout)
+    budget = bare["meta"]["budget"]
+    assert (budget["max_prompt_tokens"], budget["tokenizer"]) == (3000, tokenizer)
+    assert budget["trimmed"] and budget["prompt_tokens"] <= 3000
+    assert bare["meta"]["cache"]["tokenizer"] == tokenizer
+    # A job's own budget is its own.
+    assert (kept["meta"]["budget"]["max_prompt_tokens"], kept["meta"]["budget"]["tokenizer"]) == (
+        5000,
+        "estimate",
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (("--tokenizer", "cl100k_base"), "--tokenizer needs --budget"),
+        (("--budget", "100", "--tokenizer", "p50k_base"), "'p50k_base' is not available"),
+        (("--budget", "0"), "must be at least 1"),
+    ],
+)
+def test_bad_budget_options_exit_2_with_a_reason(options: tuple[str, ...], message: str) -> None:
+    job = json.loads((BENCH_JOBS / "typical_react_job.json").read_text(encoding="utf-8"))
+    result = prompt_worker("render", "-", *options, stdin=json.dumps(job).encode())
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert message in result.stderr.decode()
+    assert "Traceback" not in result.stderr.decode()
+
+
 def test_config_from_environment(tmp_path: Path) -> None:
     job = {"job_id": "j", "kind": "react", "stage": {"mcp_servers": ["kubernetes-server"]}}
     env = {"PROMPT_WORKER_CONFIG": str(CONFORMANCE / "worker.yaml"), "PATH": "/usr/bin:/bin"}

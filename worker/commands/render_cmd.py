@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
+from worker.commands.budget_args import BudgetArgumentError, add_budget_arguments, default_budget
 from worker.commands.common import add_config_argument, load_config_or_exit
 from worker.commands.cores import usable_cores
 
@@ -54,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="processes rendering a JSON Lines file, output still in input order (default: "
         "the usable cores; files under 8 MiB, pipes and single documents use one)",
     )
+    add_budget_arguments(parser, "how the jobs would fit a model with a smaller context window")
 
 
 def _positive_int(text: str) -> int:
@@ -261,8 +263,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         from worker.render.renderer import Renderer
 
+        try:
+            budget = default_budget(args, check_tokenizer=True)
+        except BudgetArgumentError as exc:
+            print(f"prompt-worker render: {exc}", file=sys.stderr)
+            return 2
         config = load_config_or_exit(args.config)
-        renderer = Renderer(config)
+        renderer = Renderer(config, default_budget=budget)
     finally:
         gc.freeze()
         gc.enable()

@@ -19,6 +19,11 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from worker.commands.budget_args import (
+    BudgetArgumentError,
+    add_budget_arguments,
+    default_budget,
+)
 from worker.commands.common import add_config_argument, load_config_or_exit
 from worker.commands.cores import usable_cores
 from worker.errors import ConfigError
@@ -135,20 +140,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 60)",
     )
     add_setting_arguments(broker, _TLS_SETTINGS)
-    budget = parser.add_argument_group(
-        "budgets", "what would have been sent to a model with a smaller context window"
-    )
-    budget.add_argument(
-        "--budget",
-        type=_int_at_least(1),
-        metavar="TOKENS",
-        help="a budget of TOKENS prompt tokens for every job that has none of its own "
-        "(docs/BUDGETS.md); jobs with a budget keep theirs",
-    )
-    budget.add_argument(
-        "--tokenizer",
-        metavar="NAME",
-        help="the tokenizer of --budget: estimate (default), cl100k_base, ...",
+    add_budget_arguments(
+        parser, "what would have been sent to a model with a smaller context window"
     )
     report = parser.add_argument_group("report and diffs")
     report.add_argument("--report", metavar="PATH", help="write the drift report as JSON")
@@ -219,7 +212,7 @@ def _broker_engine(args: argparse.Namespace) -> "Engine":
             settings.request_queue,
             window=args.window or DEFAULT_WINDOW,
             timeout=args.timeout or DEFAULT_TIMEOUT,
-            default_budget=_default_budget(args),
+            default_budget=_default_budget(args, check_tokenizer=False),
             tls=settings.tls,
             max_message_bytes=_max_message_bytes(args),
             # serve's variable: the run takes the event loop the fleet does.
@@ -247,16 +240,15 @@ def _max_message_bytes(args: argparse.Namespace) -> int:
         raise RerenderError(str(exc)) from None
 
 
-def _default_budget(args: argparse.Namespace) -> "Budget | None":
-    """The budget of --budget/--tokenizer, for jobs without one."""
-    from schemas.budget import DEFAULT_TOKENIZER, Budget
+def _default_budget(args: argparse.Namespace, *, check_tokenizer: bool) -> "Budget | None":
+    """The budget of --budget/--tokenizer, for jobs without one: a fleet counts with its
+    own tokenizers, a local run with this installation's."""
     from worker.rerender.run import RerenderError
 
-    if args.budget is None:
-        if args.tokenizer is not None:
-            raise RerenderError("--tokenizer needs --budget")
-        return None
-    return Budget(max_prompt_tokens=args.budget, tokenizer=args.tokenizer or DEFAULT_TOKENIZER)
+    try:
+        return default_budget(args, check_tokenizer=check_tokenizer)
+    except BudgetArgumentError as exc:
+        raise RerenderError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -289,14 +281,7 @@ def run(args: argparse.Namespace) -> int:
             from worker.render.renderer import Renderer
             from worker.rerender.local import LocalEngine
 
-            default_budget = _default_budget(args)
-            if default_budget is not None:
-                from worker.render.budget.tokenizers import UnavailableTokenizer, get
-
-                try:
-                    get(default_budget.tokenizer)
-                except UnavailableTokenizer as exc:
-                    raise RerenderError(f"--tokenizer: {exc}") from None
+            default_budget = _default_budget(args, check_tokenizer=True)
             config = load_config_or_exit(args.config)
             try:
                 renderer = Renderer(

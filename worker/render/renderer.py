@@ -65,7 +65,7 @@ class Renderer:
         default_budget: Budget | None = None,
     ) -> None:
         self.config = config if config is not None else WorkerConfig()
-        # The budget of jobs that carry none (rerender --budget); None: no budget.
+        # The budget of jobs that carry none (render and rerender --budget); None: none.
         self.default_budget = default_budget
         self.max_message_bytes = max_message_bytes
         # Each family gets its own section of the configuration, never all of it.

@@ -1,0 +1,61 @@
+"""--budget and --tokenizer: one budget for every job that carries none (docs/BUDGETS.md),
+as `render` and `rerender` take them."""
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from schemas.budget import Budget
+
+
+class BudgetArgumentError(ValueError):
+    """--budget/--tokenizer given in a way that cannot be used; the message says why."""
+
+
+def _tokens(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_budget_arguments(parser: argparse.ArgumentParser, description: str) -> None:
+    group = parser.add_argument_group("budgets", description)
+    group.add_argument(
+        "--budget",
+        type=_tokens,
+        metavar="TOKENS",
+        help="a budget of TOKENS prompt tokens for every job that has none of its own "
+        "(docs/BUDGETS.md); jobs with a budget keep theirs",
+    )
+    group.add_argument(
+        "--tokenizer",
+        metavar="NAME",
+        help="the tokenizer of --budget: estimate (default), cl100k_base, o200k_base",
+    )
+
+
+def default_budget(args: argparse.Namespace, *, check_tokenizer: bool) -> "Budget | None":
+    """The budget --budget/--tokenizer give, None without --budget. `check_tokenizer`:
+    refuse a tokenizer this installation does not have (a local render counts here; a
+    fleet counts with its own). Raises BudgetArgumentError."""
+    from schemas.budget import DEFAULT_TOKENIZER, Budget
+
+    if args.budget is None:
+        if args.tokenizer is not None:
+            raise BudgetArgumentError("--tokenizer needs --budget")
+        return None
+    if args.tokenizer == "":
+        raise BudgetArgumentError("--tokenizer: an empty name")
+    budget = Budget(max_prompt_tokens=args.budget, tokenizer=args.tokenizer or DEFAULT_TOKENIZER)
+    if check_tokenizer:
+        from worker.render.budget.tokenizers import UnavailableTokenizer, get
+
+        try:
+            get(budget.tokenizer)
+        except UnavailableTokenizer as exc:
+            raise BudgetArgumentError(f"--tokenizer: {exc}") from None
+    return budget
