@@ -42,6 +42,7 @@ ends the run with a message rather than a hang.
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
@@ -271,8 +272,11 @@ class RpcLink:
             self._channel = channel
         # The connection's name (`reply_queue`): the same on every channel of it.
         await channel.queue_declare(self.reply_queue, exclusive=True, auto_delete=True)
-        consume_ok = await channel.basic_consume(self.reply_queue, self._deliver, no_ack=True)
-        self._consumer_tag = consume_ok.consumer_tag
+        # The tag is chosen before asking: the broker's cancel of the consumer (its queue
+        # deleted at once) may come in the same read as the consume-ok, and is handled
+        # before this call returns.
+        tag = self._consumer_tag = f"replies.{uuid.uuid4().hex}"
+        await channel.basic_consume(self.reply_queue, self._deliver, no_ack=True, consumer_tag=tag)
 
     def _watch_connection(self, connection: AbstractConnection) -> None:
         self._connection = connection
@@ -338,10 +342,12 @@ class RpcLink:
         """Publish a job with reply_to set; returns once the broker confirmed it.
         `headers`: the job's trace context (`traceparent`, `tracestate`), if any.
 
-        Raises `LinkDown` at once while the link is down: the owner publishes again
-        when `on_resumed` runs."""
+        Raises `LinkDown` at once while the link is down, until its reply queue is
+        consumed again: the owner publishes again when `on_resumed` runs."""
         channel = self._channel
-        if channel is None or channel.is_closed or self.failure is not None:
+        # Down until the reply queue is consumed again, too: a job published before then
+        # would name a queue that may not exist yet, and its reply be lost.
+        if not self.is_up or channel is None or self.failure is not None:
             raise LinkDown(f"no channel to the broker ({self.failure or 'reconnecting'})")
         await channel.basic_publish(
             body,

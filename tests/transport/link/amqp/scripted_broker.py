@@ -1,7 +1,8 @@
 """A broker that follows a script: the AMQP handshake, then whatever a test sends.
 
 For what the real RabbitMQ will not do on demand (answer with another protocol
-version, cut its frames at every byte); everything else is tested on the real one."""
+version, cut its frames at every byte, hold an answer, cancel a consumer in the same
+write as its consume-ok); everything else is tested on the real one."""
 
 import asyncio
 from collections.abc import Awaitable, Callable
@@ -48,7 +49,9 @@ class ScriptedBroker:
         refuse_login: bool = False,
         answer_header: bytes | None = None,
         after: After | None = None,
+        server_properties: dict[str, Any] | None = None,
     ) -> None:
+        self.server_properties = server_properties or {"product": "scripted"}
         self.mechanisms = mechanisms
         self.refuse_login = refuse_login
         self.answer_header = answer_header
@@ -89,7 +92,7 @@ class ScriptedBroker:
             session.writer.write(self.answer_header)
             return
         session.send(
-            Connection.Start(server_properties={"product": "scripted"}, mechanisms=self.mechanisms)
+            Connection.Start(server_properties=self.server_properties, mechanisms=self.mechanisms)
         )
         self.start_ok = await session.read_method()
         if self.refuse_login:
