@@ -255,7 +255,9 @@ class ConsumerLink:
 
     def _link_down(self, error: BaseException | None, unsettled: int) -> None:
         if self.readiness.connected and self.consume_wanted:
-            # The deliveries left open are the jobs the broker will hand out again.
+            # The deliveries left open are jobs the broker will hand out again; so are
+            # those whose acknowledgement was written but lost with the link (at least
+            # once), which no client can count.
             self.log.warning(
                 "broker_link_down",
                 unsettled=unsettled,
