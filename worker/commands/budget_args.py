@@ -4,6 +4,8 @@ as `render` and `rerender` take them."""
 import argparse
 from typing import TYPE_CHECKING
 
+from worker.commands.common import int_at_least
+
 if TYPE_CHECKING:
     from schemas.budget import Budget
 
@@ -12,21 +14,11 @@ class BudgetArgumentError(ValueError):
     """--budget/--tokenizer given in a way that cannot be used; the message says why."""
 
 
-def _tokens(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def add_budget_arguments(parser: argparse.ArgumentParser, description: str) -> None:
     group = parser.add_argument_group("budgets", description)
     group.add_argument(
         "--budget",
-        type=_tokens,
+        type=int_at_least(1),
         metavar="TOKENS",
         help="a budget of TOKENS prompt tokens for every job that has none of its own "
         "(docs/BUDGETS.md); jobs with a budget keep theirs",

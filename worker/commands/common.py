@@ -1,7 +1,8 @@
-"""Pieces several commands share: the --config option and its loading."""
+"""Pieces several commands share: the --config option and its loading, integer options."""
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from worker.errors import ConfigError
@@ -12,6 +13,21 @@ if TYPE_CHECKING:
 # worker.render.config.CONFIG_ENV (a test checks); that module imports pydantic and
 # every family's configuration model, which `--help` does not need.
 CONFIG_ENV = "PROMPT_WORKER_CONFIG"
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `low`, else a usage error saying why."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:

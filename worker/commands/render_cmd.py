@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from worker.commands.budget_args import BudgetArgumentError, add_budget_arguments, default_budget
-from worker.commands.common import add_config_argument, load_config_or_exit
+from worker.commands.common import add_config_argument, int_at_least, load_config_or_exit
 from worker.commands.cores import usable_cores
 
 if TYPE_CHECKING:
@@ -49,23 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_argument(parser)
     parser.add_argument(
         "--workers",
-        type=_positive_int,
+        type=int_at_least(1),
         default=None,
         metavar="N",
         help="processes rendering a JSON Lines file, output still in input order (default: "
         "the usable cores; files under 8 MiB, pipes and single documents use one)",
     )
     add_budget_arguments(parser, "how the jobs would fit a model with a smaller context window")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _nothing() -> None:

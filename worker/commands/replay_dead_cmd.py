@@ -16,6 +16,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from worker.commands.common import int_at_least
+
 if TYPE_CHECKING:
     from worker.transport.producers.replay import Action, DeadLetter
 
@@ -38,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dry-run", action="store_true", help="list the dead letters; move nothing"
     )
     parser.add_argument(
-        "--limit", type=_positive_int, metavar="N", help="handle at most N jobs (after filtering)"
+        "--limit", type=int_at_least(1), metavar="N", help="handle at most N jobs (after filtering)"
     )
     parser.add_argument(
         "--filter-kind", metavar="KIND", help="only jobs of this kind; others stay where they are"
@@ -47,13 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="one JSON object a line instead of a table"
     )
     setting_flags.add_arguments(parser, _SETTINGS)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 COLUMNS = ("ACTION", "JOB_ID", "KIND", "BYTES", "REASON", "FROM_QUEUE", "DEATHS", "REPLAYS")

@@ -16,7 +16,6 @@ See docs/RERENDER.md.
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from worker.commands.budget_args import (
@@ -24,7 +23,7 @@ from worker.commands.budget_args import (
     add_budget_arguments,
     default_budget,
 )
-from worker.commands.common import add_config_argument, load_config_or_exit
+from worker.commands.common import add_config_argument, int_at_least, load_config_or_exit
 from worker.commands.cores import usable_cores
 from worker.errors import ConfigError
 
@@ -39,19 +38,6 @@ HELP = "re-render past jobs (JSON Lines) and report drift from what was sent"
 AMQP_URL_ENV = "PROMPT_WORKER_AMQP_URL"
 REQUEST_QUEUE_ENV = "PROMPT_WORKER_REQUEST_QUEUE"
 MAX_MESSAGE_BYTES_ENV = "PROMPT_WORKER_MAX_MESSAGE_BYTES"
-
-
-def _int_at_least(low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
-        return value
-
-    return parse
 
 
 def _seconds(text: str) -> float:
@@ -107,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     local = parser.add_argument_group("local engine")
     local.add_argument(
         "--workers",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         metavar="N",
         help=f"render processes (default: the usable cores, here {usable_cores()})",
@@ -126,7 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     broker.add_argument(
         "--window",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         metavar="N",
         help="input lines in flight between the writer and the newest job (default 256)",
@@ -159,7 +145,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     diffs = report.add_mutually_exclusive_group()
     diffs.add_argument(
         "--diff-limit",
-        type=_int_at_least(0),
+        type=int_at_least(0),
         default=DEFAULT_DIFF_LIMIT,
         metavar="N",
         help=f"diffs of the first N changed jobs (default {DEFAULT_DIFF_LIMIT})",
