@@ -246,6 +246,8 @@ class DeliveryPath:
             self.log.warning("job_abandoned", reason="channel closed", attempt=delivery.attempt)
             raise
         except Exception as exc:  # a bug of ours must not kill the consumer
+            if delivery.span is not None:
+                delivery.span.failed(exc)
             pause = backoff(delivery.attempt)
             self.log.error(
                 "job_handling_failed",
