@@ -1,13 +1,15 @@
 """One trace from producer to LLM caller, read back from a real trace server.
 
 A `serve` worker with tracing turned on by the standard `OTEL_*` variables exports to
-Arize Phoenix (scripts/phoenix) over OTLP/HTTP. The test plays both ends of the
-pipeline: it publishes a job under a producer span of its own, with the span's
-`traceparent` on the job's headers, and consumes the reply under a span whose parent is
-the reply's `traceparent`. Phoenix's REST API must then hold one trace with the
-producer's span, the worker's process span and its phases, the reply's send span and
-the test's consumer span, each the child of the one before. The Go producer (amqp091-go
-and OpenTelemetry's Go SDK) sets a traceparent the worker continues too.
+Arize Phoenix (scripts/phoenix) over OTLP, by http/protobuf and by gRPC. The test plays
+both ends of the pipeline: it publishes a job under a producer span of its own, with
+the span's `traceparent` on the job's headers, and consumes the reply under a span
+whose parent is the reply's `traceparent`. Phoenix's REST API must then hold one trace
+with the producer's span, the worker's process span (the render's phases its events),
+the reply's send span and the test's consumer span, each the child of the one before.
+The Go producer (amqp091-go and OpenTelemetry's Go SDK) sets a traceparent the worker
+continues too. With `OTEL_TRACES_EXPORTER=console` the worker prints a job's spans,
+and spans it cannot deliver are counted in its metrics.
 """
 
 import asyncio
@@ -24,6 +26,7 @@ from typing import Any
 import aio_pika
 import aiohttp
 import pytest
+from aio_pika.abc import AbstractIncomingMessage
 from opentelemetry import context, trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -38,7 +41,7 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from tests.integration.helpers import AMQP_URL, REPO, StartWorker, free_port
+from tests.integration.helpers import AMQP_URL, REPO, StartWorker, free_port, wait_for
 from tests.unavailable import missing
 from worker.transport.link.topology import Topology
 from worker.transport.producers.client import PromptClient
@@ -99,9 +102,13 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
         subprocess.run([str(PHOENIX), "stop", str(directory)], check=False)
 
 
-def tracing_env(phoenix: Phoenix, project: str) -> dict[str, str]:
+def tracing_env(phoenix: Phoenix, project: str, protocol: str = "http/protobuf") -> dict[str, str]:
     return {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.endpoint,
+        # Phoenix takes gRPC on the port beside its HTTP one (scripts/phoenix).
+        "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix.endpoint
+        if protocol == "http/protobuf"
+        else f"http://127.0.0.1:{phoenix.port + 1}",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
         "OTEL_SERVICE_NAME": "build-prompt-worker",
         # Phoenix files spans by this resource attribute; a project per test.
         "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
@@ -125,17 +132,14 @@ def hex_id(value: int, width: int) -> str:
     return format(value, f"0{width}x")
 
 
-async def test_one_trace_runs_from_the_producer_through_the_worker_to_the_llm_caller(
-    phoenix: Phoenix, start_worker: StartWorker, topo: Topology
-) -> None:
-    project = f"trace-{uuid.uuid4().hex[:8]}"
-    worker = start_worker(env=tracing_env(phoenix, project))
-    await worker.wait_ready()
-    provider, tracer = pipeline_tracer(phoenix, project)
+async def publish_traced_job(
+    tracer: trace.Tracer, queue: str, replies: str, correlation_id: str
+) -> tuple[trace.Span, AbstractIncomingMessage]:
+    """Publish the typical job under a producer span of the test's; its reply."""
     connection = await aio_pika.connect(AMQP_URL)
     async with connection:
         channel = await connection.channel()
-        replies = await channel.declare_queue(exclusive=True)
+        reply_queue = await channel.declare_queue(replies, exclusive=True)
         with tracer.start_as_current_span("send build-prompt", kind=SpanKind.PRODUCER) as sent:
             headers: dict[str, str] = {}
             PROPAGATOR.inject(headers)
@@ -143,43 +147,42 @@ async def test_one_trace_runs_from_the_producer_through_the_worker_to_the_llm_ca
                 aio_pika.Message(
                     JOB.read_bytes(),
                     headers=dict(headers),
-                    reply_to=replies.name,
-                    correlation_id="c-trace",
+                    reply_to=reply_queue.name,
+                    correlation_id=correlation_id,
                 ),
-                routing_key=topo.request_queue,
+                routing_key=queue,
             )
-        message = await replies.get(timeout=60, fail=False)
-        for _ in range(120):
-            if message is not None:
-                break
-            await asyncio.sleep(0.5)
-            message = await replies.get(fail=False)
-        assert message is not None, "no reply"
-        reply_headers = {
-            key: value.decode() if isinstance(value, bytes) else str(value)
-            for key, value in (message.headers or {}).items()
-        }
-        parent = PROPAGATOR.extract(reply_headers)
-        with tracer.start_as_current_span(
-            f"process {replies.name}", context=parent, kind=SpanKind.CONSUMER
-        ):
-            assert json.loads(message.body)["status"] == "ok"
+        message = await wait_for_message(reply_queue)
         await message.ack()
+    return sent, message
+
+
+def header_texts(message: AbstractIncomingMessage) -> dict[str, str]:
+    return {
+        key: value.decode() if isinstance(value, bytes) else str(value)
+        for key, value in (message.headers or {}).items()
+    }
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+async def test_one_trace_runs_from_the_producer_through_the_worker_to_the_llm_caller(
+    phoenix: Phoenix, start_worker: StartWorker, topo: Topology, protocol: str
+) -> None:
+    project = f"trace-{uuid.uuid4().hex[:8]}"
+    worker = start_worker(env=tracing_env(phoenix, project, protocol))
+    await worker.wait_ready()
+    provider, tracer = pipeline_tracer(phoenix, project)
+    replies = f"{topo.request_queue}.test-replies"
+    sent, message = await publish_traced_job(tracer, topo.request_queue, replies, "c-trace")
+    parent = PROPAGATOR.extract(header_texts(message))
+    with tracer.start_as_current_span(f"process {replies}", context=parent, kind=SpanKind.CONSUMER):
+        assert json.loads(message.body)["status"] == "ok"
     provider.shutdown()
 
     trace_id = hex_id(sent.get_span_context().trace_id, 32)
     process_name = f"process {topo.request_queue}"
-    send_name = f"send {replies.name}"
-    names = {
-        "send build-prompt",
-        process_name,
-        "decode",
-        "mask",
-        "validate",
-        "build",
-        send_name,
-        f"process {replies.name}",
-    }
+    send_name = f"send {replies}"
+    names = {"send build-prompt", process_name, send_name, f"process {replies}"}
     spans = await phoenix.wait_for(project, trace_id, names)
     assert names <= set(spans), f"spans in Phoenix: {sorted(spans)}"
 
@@ -192,15 +195,85 @@ async def test_one_trace_runs_from_the_producer_through_the_worker_to_the_llm_ca
         return value
 
     assert parent_of(process_name) == hex_id(sent.get_span_context().span_id, 16)
-    for phase in ("decode", "mask", "validate", "build", send_name):
-        assert parent_of(phase) == span_id(process_name)
-    assert parent_of(f"process {replies.name}") == span_id(send_name)
+    assert parent_of(send_name) == span_id(process_name)
+    assert parent_of(f"process {replies}") == span_id(send_name)
+    events = [event["name"] for event in spans[process_name]["events"]]
+    assert events == ["decode", "mask", "validate", "build"]
     attributes = spans[process_name]["attributes"]
     flat = json.dumps(attributes)
     assert "rabbitmq" in flat and "react" in flat and "tarsy" in flat
     # Phoenix's span_kind is OpenInference's; the messaging operation says what it was.
     assert '"process"' in flat
     assert '"send"' in json.dumps(spans[send_name]["attributes"])
+    assert spans[process_name]["status_code"] != "ERROR"
+
+
+async def test_with_the_console_exporter_serve_prints_a_jobs_spans(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    worker = start_worker(env={"OTEL_TRACES_EXPORTER": "console", "OTEL_BSP_SCHEDULE_DELAY": "100"})
+    await worker.wait_ready()
+    provider = TracerProvider()
+    replies = f"{topo.request_queue}.test-replies"
+    sent, message = await publish_traced_job(
+        provider.get_tracer("pipeline-test"), topo.request_queue, replies, "c-console"
+    )
+    assert json.loads(message.body)["status"] == "ok"
+    process_name, send_name = f"process {topo.request_queue}", f"send {replies}"
+
+    async def printed() -> bool:
+        return {process_name, send_name} <= {
+            span.get("name") for span in json_objects(worker.logs())
+        }
+
+    await wait_for(printed, 30, "the worker to print its spans")
+    spans = {span.get("name"): span for span in json_objects(worker.logs())}
+    process, send = spans[process_name], spans[send_name]
+    producer = sent.get_span_context()
+    assert process["context"]["trace_id"] == f"0x{hex_id(producer.trace_id, 32)}"
+    assert process["parent_id"] == f"0x{hex_id(producer.span_id, 16)}"
+    assert process["kind"] == "SpanKind.CONSUMER"
+    assert [event["name"] for event in process["events"]] == ["decode", "mask", "validate", "build"]
+    assert send["parent_id"] == process["context"]["span_id"]
+    reply_parent = header_texts(message)["traceparent"].split("-")[2]
+    assert send["context"]["span_id"] == f"0x{reply_parent}"
+    assert process["resource"]["attributes"]["service.name"] == "build-prompt-worker"
+
+
+def json_objects(text: str) -> list[dict[str, Any]]:
+    """The JSON objects in `text` (the console exporter's spans, each over many lines,
+    among the worker's one-line log records)."""
+    decoder, found = json.JSONDecoder(), []
+    position = text.find("{")
+    while position != -1:
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError:
+            end = position + 1
+        else:
+            found.append(value)
+        position = text.find("{", end)
+    return found
+
+
+async def test_spans_a_receiver_never_gets_are_counted_in_the_metrics(
+    start_worker: StartWorker, topo: Topology
+) -> None:
+    nobody = free_port()  # nothing listens there
+    worker = start_worker(
+        env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{nobody}",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "1",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+        }
+    )
+    await worker.wait_ready()
+    async with PromptClient(AMQP_URL, request_queue=topo.request_queue) as client:
+        for _ in range(3):
+            reply = json.loads(await client.call(JOB.read_bytes(), timeout=60))
+            assert reply["status"] == "ok"
+    # A process span and a send span a job.
+    await worker.metrics_showing("prompt_worker_trace_spans_dropped_total 6.0", within=60)
 
 
 @pytest.fixture(scope="module")
