@@ -29,7 +29,7 @@ RUN locked_uv=$(grep -A1 '^name = "uv"$' uv.lock | sed -n 's/^version = "\(.*\)"
  && /opt/uv/bin/pip install --quiet "uv==${locked_uv:?}" \
  && python3 -m venv /opt/prompt-worker \
  && UV_PROJECT_ENVIRONMENT=/opt/prompt-worker "$UV" sync --quiet --frozen \
-      --no-install-project --no-dev --extra tokenizers
+      --no-install-project --no-dev --extra tokenizers --extra otel
 COPY scripts/install-runtime.sh scripts/install-runtime.sh
 COPY README.md ./
 COPY schemas/ schemas/

@@ -51,9 +51,10 @@ if [ -z "$uv" ]; then
     uv=$stage/uv/bin/uv
 fi
 # The runtime dependencies with the `tokenizers` extra (exact budgets, cl100k_base, work
-# in the image too), as the lock pins them; never the test extras.
+# in the image too) and the `otel` extra (OTEL_* variables turn tracing on), as the lock
+# pins them; never the test extras.
 UV_PROJECT_ENVIRONMENT=$venv "$uv" sync --quiet --frozen --project "$stage" \
-    --no-install-project --no-dev --extra tokenizers
+    --no-install-project --no-dev --extra tokenizers --extra otel
 # Then only our wheel: its dependencies are the ones just installed.
 "$venv/bin/python" -m pip wheel --quiet --no-deps --wheel-dir "$stage/dist" "$stage"
 wheel=$(echo "$stage"/dist/build_prompt_worker-*.whl)

@@ -66,6 +66,26 @@ def test_script_installs_a_working_prompt_worker_into_a_fresh_venv(tmp_path: Pat
     ).stdout
     assert available.strip() == "['estimate', 'cl100k_base', 'o200k_base'] 2 2"
 
+    # Tracing works in the image: the `otel` extra, its exporters found as the SDK finds them.
+    exporters = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "from worker.ops.otel import exporter_names, make_exporter, LostSpans; "
+            "print(*(type(make_exporter(name, LostSpans(None))).__module__ for name in "
+            "exporter_names({'OTEL_TRACES_EXPORTER': 'otlp_proto_grpc,otlp_proto_http,console'})))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert exporters.split() == [
+        "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+        "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+        "opentelemetry.sdk.trace.export",
+    ]
+
 
 def test_script_refuses_wrong_usage() -> None:
     result = subprocess.run(
