@@ -8,6 +8,7 @@ classes)."""
 import gzip
 import json
 import os
+import ssl
 import subprocess
 import sys
 import threading
@@ -16,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
@@ -31,6 +32,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from tests.tls_certs import make_authority
 from worker.errors import ConfigError
 from worker.ops.otel import JobTracing, LostSpans, exporter_names, make_exporter
 from worker.ops.tracing import start_tracing, tracing_requested
@@ -148,6 +150,10 @@ def test_each_exporter_is_the_installed_packages_own(
         (
             {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "x"},
             "OTEL_TRACES_SAMPLER_ARG",
+        ),
+        (
+            {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"},
+            "the otlp_proto_grpc trace exporter: .*zstd",
         ),
         ({"OTEL_BSP_MAX_QUEUE_SIZE": "0"}, "OTEL_BSP_"),
         ({"OTEL_BSP_MAX_QUEUE_SIZE": "8", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "16"}, "OTEL_BSP_"),
@@ -663,6 +669,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    client: dict[str, str] = field(default_factory=dict)  # its certificate's subject
 
     def request(self) -> ExportTraceServiceRequest:
         body = self.body
@@ -684,8 +691,12 @@ class Receiver(ThreadingHTTPServer):
     """An OTLP/HTTP receiver: keeps what is posted; answers each post with the next of
     `statuses` (then 200); `hold` makes it wait before answering."""
 
-    def __init__(self, statuses: Sequence[int] = ()) -> None:
+    def __init__(self, statuses: Sequence[int] = (), tls: ssl.SSLContext | None = None) -> None:
         super().__init__(("127.0.0.1", 0), ReceiverHandler)
+        self.scheme = "http"
+        if tls is not None:
+            self.socket = tls.wrap_socket(self.socket, server_side=True)
+            self.scheme = "https"
         self.received: list[Received] = []
         self.statuses = list(statuses)
         self.hold = threading.Event()
@@ -695,7 +706,7 @@ class Receiver(ThreadingHTTPServer):
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        return f"{self.scheme}://127.0.0.1:{self.server_address[1]}"
 
     def close(self) -> None:
         self.hold.set()
@@ -710,6 +721,10 @@ class ReceiverHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.server.hold.wait(30)
         received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        if isinstance(self.connection, ssl.SSLSocket):
+            peer = self.connection.getpeercert() or {}
+            subject = cast(tuple[tuple[tuple[str, str], ...], ...], peer.get("subject", ()))
+            received.client = dict(name for names in subject for name in names)
         self.server.received.append(received)
         status = self.server.statuses.pop(0) if self.server.statuses else 200
         self.send_response(status)
@@ -753,6 +768,39 @@ def test_otlp_over_http_follows_the_exporters_variables(
     [resource_spans] = posted.request().resource_spans
     service = {kv.key: kv.value.string_value for kv in resource_spans.resource.attributes}
     assert service["service.name"] == "build-prompt-worker"
+
+
+def test_otlp_over_https_checks_the_receiver_and_shows_the_client_certificate(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    authority = make_authority(tmp_path, "trace-ca")
+    server = authority.issue(tmp_path, "receiver", "receiver", hosts=("127.0.0.1",))
+    client = authority.issue(tmp_path, "worker", "prompt-worker", client=True)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(authority.cert))
+    tls.load_cert_chain(server.cert, server.key)
+    tls.verify_mode = ssl.CERT_REQUIRED
+    https = Receiver(tls=tls)
+    # requests, which the http/protobuf exporter posts with, lets these (set on some
+    # machines for the system's bundle) override the exporter's CA file (TRACING.md).
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    try:
+        for name, value in {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": https.endpoint,
+            "OTEL_EXPORTER_OTLP_CERTIFICATE": str(authority.cert),
+            "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": str(client.cert),
+            "OTEL_EXPORTER_OTLP_CLIENT_KEY": str(client.key),
+        }.items():
+            monkeypatch.setenv(name, value)
+        traced = start_tracing(os.environ)
+        assert traced is not None
+        render_one(traced, None)
+        traced.shutdown()
+    finally:
+        https.close()
+    [posted] = https.received
+    assert posted.client["commonName"] == "prompt-worker"
+    assert sorted(posted.span_names()) == ["process build-prompt", "send build-prompt.replies"]
 
 
 def test_a_receiver_answering_503_gets_the_batch_again(

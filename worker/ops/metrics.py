@@ -234,8 +234,9 @@ class Metrics:
         )
         self.trace_spans_dropped = Counter(
             "prompt_worker_trace_spans_dropped",
-            "Trace spans dropped because the trace receiver was down or slow and the "
-            "export queue was full (0 with tracing off).",
+            "Trace spans dropped because the trace receiver was down or slow: the export "
+            "queue was full, or an export failed after the exporter's retries (0 with "
+            "tracing off).",
             registry=r,
         )
         self.build_info = Gauge(

@@ -4,8 +4,9 @@ tracing on: worker.ops.tracing decides).
 One trace runs from the producer to the LLM caller: the context a job's AMQP headers
 carry (W3C `traceparent`, or whatever `OTEL_PROPAGATORS` names) is the parent of the
 worker's *process* span; its render phases (decode, mask, validate, build, budget) are
-child spans made from the times the renderer recorded (it may have run in a helper
-process); the reply's *send* span, a child of the process span, is what the context
+events of it, at the times the renderer recorded (it may have run in a helper process:
+events cost a sampled job a quarter less than child spans, docs/TRACING.md, "What it
+costs"); the reply's *send* span, a child of the process span, is what the context
 injected into the reply's headers names, so the LLM caller's span joins the trace.
 Names and attributes follow OpenTelemetry's messaging semantic conventions for
 RabbitMQ. No payload text ever goes into a span.
@@ -146,7 +147,7 @@ def make_exporter(name: str, meter_provider: NoOpMeterProvider) -> SpanExporter:
         arguments["meter_provider"] = meter_provider
     try:
         return exporter_class(**arguments)
-    except (ValueError, TypeError, OSError) as exc:  # a malformed endpoint, a missing file
+    except Exception as exc:  # a setting its constructor refused: a compression, a file
         raise ConfigError(f"the {name} trace exporter: {exc}") from None
 
 
@@ -477,7 +478,8 @@ class ProcessSpan:
         return format(span_context.trace_id, "032x")
 
     def rendered(self, outcome: Rendered) -> None:
-        """What the render made of the job: its phases (child spans) and outcome."""
+        """What the render made of the job: its outcome, and its phases as events (when
+        each began, and its length)."""
         if not self.recording:
             return
         span = self.span
