@@ -1,4 +1,4 @@
-"""Two values of one `serve` setting: two `serve` processes side by side, one queue.
+"""Values of one `serve` setting: one `serve` process each, side by side, one queue.
 
 By default the event loop, uvloop against asyncio's own (`--setting event_loop
 --values uvloop,asyncio`); `--setting amqp_codec --values fast,pamqp` compares the frame
@@ -8,29 +8,32 @@ codecs, and any other setting of `serve` can be compared the same way.
 drifts by 10 to 30% within seconds, the pairs of drains it measures cannot separate a
 difference of a few per cent. Here the two workers run at the same time, one on each
 value, as competing consumers of one pre-filled request queue: whatever the machine
-does, it does to both. Both are consuming before the queue is filled, so that
-neither's start-up is counted nor gives the other a head start. Each one's CPU per job
+does, it does to all. All are consuming before the queue is filled, so that none's
+start-up is counted nor gives another a head start. Each one's CPU per job
 is its own CPU (from `/proc`, render helper included) from then to the last reply,
 divided by the jobs its log lines count.
 
 The second phase measures latency the same way the target does: sequential RPC calls
-(window 1) through a `PromptClient`, against one worker at a time, the two values
+(window 1) through a `PromptClient`, against one worker at a time, the values
 alternating round by round, then the percentiles of all calls of each value.
 
     .venv/bin/python bench/bench_side_by_side.py        # the loops: 4 drains, 3 x 1,500 calls
     .venv/bin/python bench/bench_side_by_side.py --rounds 6 --jobs 30000 --calls 2000
     .venv/bin/python bench/bench_side_by_side.py --setting amqp_codec --values fast,pamqp
-    .venv/bin/python bench/bench_side_by_side.py --setting tracing --values on,off
+    .venv/bin/python bench/bench_side_by_side.py --setting tracing --values on,10pct,1pct,off
     .venv/bin/python bench/bench_side_by_side.py --setting tree --values .,/tmp/before
 
 `--setting tree` compares two checkouts (`git archive` of an older commit into a
 directory): each value is a tree, whose `serve` runs from its own directory on this
 checkout's virtual environment.
 
-`--setting tracing` compares tracing variants (`off`, `on`: every job sampled, `1pct`:
-one job in a hundred), set by the standard OTEL_* variables, exporting over OTLP/HTTP
-to a sink in this process that accepts every batch, so that what is measured is the
-worker's own cost and not a trace server's.
+`--setting tracing` compares tracing variants (`off`, `on`: every job sampled, `10pct`
+and `1pct`: one job in ten, in a hundred), set by the standard OTEL_* variables,
+exporting over OTLP/HTTP to a sink in this process that accepts every batch, so that
+what is measured is the worker's own cost and not a trace server's.
+
+With more than two values, every ratio is against the last value (`off` above); the
+order the workers start in turns round by round.
 """
 
 import argparse
@@ -71,6 +74,7 @@ SINK_PORT = 0
 TRACING: dict[str, dict[str, str]] = {
     "off": {},
     "on": {"OTEL_TRACES_SAMPLER": "parentbased_always_on"},
+    "10pct": {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"},
     "1pct": {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.01"},
 }
 
@@ -82,11 +86,10 @@ def setting_env(setting: str, value: str) -> dict[str, str]:
         return {f"PROMPT_WORKER_{setting.upper()}": value}
     if value == "off":
         return {}
-    return {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{SINK_PORT}",
-        "OTEL_BSP_SCHEDULE_DELAY": "1000",
-        **TRACING[value],
-    }
+    # The SDK's own queue settings (OTEL_BSP_*): a batch every 5 s or 512 spans. Each
+    # post costs the exporter about a millisecond of CPU whatever it carries, so a
+    # shorter delay would weigh on the rarely sampled variants what production does not.
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{SINK_PORT}", **TRACING[value]}
 
 
 async def start_trace_sink() -> web.AppRunner:
@@ -193,7 +196,8 @@ async def side_by_side(
         try:
             values = args.values
             meter = SideBySide(args.jobs, {value: logs / log_name(value) for value in values})
-            for value in reversed(values) if args.round % 2 else values:
+            turn = args.round % len(values)
+            for value in values[turn:] + values[:turn]:
                 meter.processes[value] = start(
                     args.setting, value, topo, args.amqp_url, meter.logs[value]
                 )
@@ -242,22 +246,23 @@ async def main(args: argparse.Namespace) -> None:
 async def compare(args: argparse.Namespace) -> None:
     body = orjson.dumps(orjson.loads(JOB.read_bytes()))
     print(f"# {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {len(body)} B job", flush=True)
-    ratios = []
+    *compared, base = args.values
+    ratios: dict[str, list[float]] = {value: [] for value in compared}
     with tempfile.TemporaryDirectory(prefix="bench-pair-") as tmp:
         logs = Path(tmp)
         for round_ in range(args.rounds):
             args.round = round_
             figures = await side_by_side(body, args, logs)
-            first, second = args.values
-            ratio = figures[first][1] / figures[second][1]
-            ratios.append(ratio)
+            for value in compared:
+                ratios[value].append(figures[value][1] / figures[base][1])
             print(
                 f"  drain {round_ + 1}: "
                 + ", ".join(
                     f"{value} {jobs:,} jobs {ms:.3f} CPU ms/job"
                     for value, (jobs, ms) in figures.items()
                 )
-                + f"; {first}/{second} {ratio:.3f}",
+                + "; "
+                + ", ".join(f"{value}/{base} {ratios[value][-1]:.3f}" for value in compared),
                 flush=True,
             )
         calls: dict[str, list[float]] = {value: [] for value in args.values}
@@ -270,10 +275,12 @@ async def compare(args: argparse.Namespace) -> None:
                     f" p99 {percentile(latencies, 0.99) * 1000:.2f} ms",
                     flush=True,
                 )
-    if ratios:
+    for value, each in ratios.items():
+        if not each:  # --rounds 0
+            continue
         print(
-            f"\nCPU per job, {' / '.join(args.values)}, side by side: median {statistics.median(ratios):.3f}"
-            f" (each drain: {', '.join(f'{r:.3f}' for r in ratios)})"
+            f"\nCPU per job, {value} / {base}, side by side: median {statistics.median(each):.3f}"
+            f" (each drain: {', '.join(f'{r:.3f}' for r in each)})"
         )
     for value, latencies in calls.items():
         if not latencies:  # --call-rounds 0
@@ -300,13 +307,13 @@ def parse_args() -> argparse.Namespace:
         "--values",
         type=lambda text: tuple(text.split(",")),
         default=("uvloop", "asyncio"),
-        help="its two values, comma-separated (the first is the numerator of the ratios)",
+        help="two or more values, comma-separated (the last is the denominator of the ratios)",
     )
     args = parser.parse_args()
-    if len(args.values) != 2 or args.values[0] == args.values[1]:
-        parser.error("--values takes two different values")
+    if len(args.values) < 2 or len(set(args.values)) != len(args.values):
+        parser.error("--values takes two or more different values")
     if args.setting == "tracing" and not set(args.values) <= set(TRACING):
-        parser.error(f"--setting tracing takes two of {', '.join(TRACING)}")
+        parser.error(f"--setting tracing takes values of {', '.join(TRACING)}")
     return args
 
 
