@@ -343,10 +343,8 @@ class JobTracing:
         self.propagator = propagate.get_global_textmap()
         self.reads_traceparent = TRACEPARENT in self.propagator.fields
         self.log_ignored = log_ignored
-        # What the spans of every delivery from a queue, or every publish to a routing
-        # key, say of it.
-        self._queues: dict[str, dict[str, Any]] = {}
-        self._sends: dict[str, dict[str, Any]] = {}
+        # What a span says of where it takes or sends messages: by operation and queue.
+        self._places: dict[tuple[str, str], dict[str, Any]] = {}
 
     @classmethod
     def from_environment(
@@ -385,19 +383,35 @@ class JobTracing:
         """A producer's span for publishing a job to `routing_key`: the child of the
         context in `headers` (a dead letter's, say), else a new trace's root."""
         context = self.extract(headers)
-        span = self.tracer.start_span(
-            f"send {routing_key}",
-            context=context,
-            kind=SpanKind.PRODUCER,
-            attributes=self.send_attributes(routing_key),
-        )
+        span = self.start("send", routing_key, context)
         return SendSpan(span, self.inject(span, context))
 
-    def send_attributes(self, routing_key: str) -> dict[str, Any]:
-        """What a send span says of where it publishes (made once a routing key)."""
-        attributes = self._sends.get(routing_key)
+    def start(self, operation: str, routing_key: str, context: Context | None) -> Span:
+        """A `process` (consumer) or `send` (producer) span on a queue, the child of
+        `context`: recording, or not, as the sampler decides."""
+        return self.tracer.start_span(
+            f"{operation} {routing_key}",
+            context=context,
+            kind=SpanKind.CONSUMER if operation == "process" else SpanKind.PRODUCER,
+            attributes=self.place(operation, routing_key),
+        )
+
+    def place(self, operation: str, routing_key: str) -> dict[str, Any]:
+        """What a `process` or `send` span says of the queue it takes from or publishes
+        to, through the default exchange (OpenTelemetry's semantic conventions for
+        RabbitMQ); made once a queue."""
+        attributes = self._places.get((operation, routing_key))
         if attributes is None:
-            attributes = self._sends[routing_key] = _send_attributes(routing_key)
+            attributes = {
+                "messaging.system": SYSTEM,
+                "messaging.operation.type": operation,
+                "messaging.operation.name": "publish" if operation == "send" else operation,
+                "messaging.destination.name": "",  # the default exchange
+                "messaging.rabbitmq.destination.routing_key": routing_key,
+            }
+            if operation == "process":
+                attributes["messaging.consumer.group.name"] = routing_key
+            self._places[(operation, routing_key)] = attributes
         return attributes
 
     def process(
@@ -414,12 +428,7 @@ class JobTracing:
         """Start the process span of one delivery. Unsampled, it only keeps the trace's
         context, for the reply."""
         context = self.extract(headers)
-        attributes = self._queues.get(queue)
-        if attributes is None:
-            attributes = self._queues[queue] = _process_attributes(queue)
-        span = self.tracer.start_span(
-            f"process {queue}", context=context, kind=SpanKind.CONSUMER, attributes=attributes
-        )
+        span = self.start("process", queue, context)
         if span.is_recording():
             delivery: dict[str, Any] = {
                 "messaging.rabbitmq.message.delivery_tag": delivery_tag,
@@ -432,27 +441,6 @@ class JobTracing:
                 delivery["messaging.message.conversation_id"] = correlation_id
             span.set_attributes(delivery)
         return ProcessSpan(self, span, context)
-
-
-def _process_attributes(queue: str) -> dict[str, Any]:
-    return {
-        "messaging.system": SYSTEM,
-        "messaging.operation.type": "process",
-        "messaging.operation.name": "process",
-        "messaging.destination.name": "",  # the default exchange
-        "messaging.rabbitmq.destination.routing_key": queue,
-        "messaging.consumer.group.name": queue,
-    }
-
-
-def _send_attributes(routing_key: str) -> dict[str, Any]:
-    return {
-        "messaging.system": SYSTEM,
-        "messaging.operation.type": "send",
-        "messaging.operation.name": "publish",
-        "messaging.destination.name": "",  # the default exchange
-        "messaging.rabbitmq.destination.routing_key": routing_key,
-    }
 
 
 class ProcessSpan:
@@ -504,12 +492,7 @@ class ProcessSpan:
         tracing = self.tracing
         if not self.recording:
             return SendSpan(self.span, tracing.inject(self.span, self.parent), own=False)
-        span = tracing.tracer.start_span(
-            f"send {routing_key}",
-            context=set_span_in_context(self.span, self.parent),
-            kind=SpanKind.PRODUCER,
-            attributes=tracing.send_attributes(routing_key),
-        )
+        span = tracing.start("send", routing_key, set_span_in_context(self.span, self.parent))
         return SendSpan(span, tracing.inject(span, self.parent))
 
     def failed(self, error: BaseException) -> None:
