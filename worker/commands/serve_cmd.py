@@ -142,7 +142,7 @@ async def serve(
         if http is not None:
             await http.stop()
         if tracing is not None:
-            # Exports what is queued (bounded by the exporter's own timeout).
+            # Exports what is queued: the exporter's timeout a batch, 30 s at most (the SDK's).
             tracing.shutdown()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
