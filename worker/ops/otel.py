@@ -99,8 +99,14 @@ AMQP_HEADERS = AmqpHeaders()
 
 
 def _entry_point(group: str, name: str) -> Any | None:
+    """What entry point `name` of `group` names; None when none is installed."""
     found = entry_points(group=group, name=name)
-    return next(iter(found)).load() if found else None
+    if not found:
+        return None
+    try:
+        return next(iter(found)).load()
+    except Exception as exc:  # installed, but its package fails to import (a grpc wheel)
+        raise ConfigError(f"{group} {name!r} cannot be loaded: {exc!r}") from None
 
 
 def _entry_point_names(group: str) -> list[str]:
@@ -172,7 +178,7 @@ def make_sampler(environ: Mapping[str, str]) -> Sampler:
             raise ConfigError(f"OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, not {raw!r}")
     try:
         sampler = factory(argument)
-    except ValueError as exc:
+    except Exception as exc:  # a sampler of another package refusing its argument
         raise ConfigError(f"OTEL_TRACES_SAMPLER={name!r}: {exc}") from None
     if not isinstance(sampler, Sampler):
         raise ConfigError(f"OTEL_TRACES_SAMPLER={name!r} is not a sampler")
