@@ -190,6 +190,33 @@ def test_a_propagator_that_is_not_installed_is_a_configuration_error() -> None:
     assert out.stdout.startswith("OTEL_PROPAGATORS: Propagator xray9 not found")
 
 
+def test_an_exporter_whose_package_does_not_import_is_a_configuration_error(
+    tmp_path: Path,
+) -> None:
+    # An installed distribution whose entry point names a module that is not there.
+    info = tmp_path / "broken_exporter-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-exporter\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[opentelemetry_traces_exporter]\nbroken = no_such_module_here:Exporter\n"
+    )
+    code = (
+        "import os\n"
+        "from worker.errors import ConfigError\n"
+        "from worker.ops.tracing import start_tracing\n"
+        "try:\n"
+        "    start_tracing(os.environ)\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "broken", "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("opentelemetry_traces_exporter 'broken' cannot be loaded")
+    assert "no_such_module_here" in out.stdout
+
+
 # -- the spans of a job ------------------------------------------------------------
 
 
