@@ -258,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
         except BudgetArgumentError as exc:
             print(f"prompt-worker render: {exc}", file=sys.stderr)
             return 2
-        config = load_config_or_exit(args.config)
+        config = load_config_or_exit(args.config, "render")
         renderer = Renderer(config, default_budget=budget)
     finally:
         gc.freeze()
