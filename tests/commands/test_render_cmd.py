@@ -277,3 +277,13 @@ def test_a_json_array_of_jobs_gets_a_hint() -> None:
         "a job is a JSON object, and this is an array: send each job on its own "
         "(for `prompt-worker render` and `rerender`, one job a line: JSON Lines)"
     )
+
+
+def test_a_misspelt_member_inside_the_stage_is_warned_of() -> None:
+    job = {"job_id": "j", "kind": "react", "stage": {"agent_nme": "KubernetesAgent"}}
+    result = prompt_worker("render", "-", stdin=json.dumps(job).encode())
+    assert result.returncode == 0, result.stderr
+    (reply,) = replies(result.stdout)
+    assert reply["meta"]["warnings"] == [
+        "unknown member 'stage.agent_nme' of the job is ignored; did you mean 'stage.agent_name'?"
+    ]
