@@ -1,11 +1,13 @@
 """The embedded, broker-free way to run the builder.
 
-Input is one JSON job (possibly pretty-printed) or JSON Lines, one job a line; output
-is one reply a line, in input order. A bad line gets an error reply and rendering goes
-on. Replies are written in batches, and whatever is pending is flushed whenever the
-input has nothing more to read yet, so `render` also works as a co-process over pipes
-(write a job, read its reply, write the next). Exit 0 when every job rendered, 1 when
-any produced an error reply, 2 for usage.
+Input is one JSON job (possibly pretty-printed), several one after another, or JSON
+Lines, one job a line; output is one reply a line, in input order. A bad line gets an
+error reply naming its input line, and rendering goes on; a blank line of JSON Lines
+gets an empty line, so output line N answers input line N. Replies are written in
+batches, and whatever is pending is flushed whenever the input has nothing more to read
+yet, so `render` also works as a co-process over pipes (write a job, read its reply,
+write the next). Exit 0 when every job rendered, 1 when any produced an error reply,
+2 for usage or configuration problems and for an input without any job.
 """
 
 import argparse
