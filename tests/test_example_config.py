@@ -23,9 +23,10 @@ def test_the_example_holds_every_section_and_a_worker_starts_on_it() -> None:
     outcome = renderer.render(job)
     assert outcome.ok
     assert outcome.messages is not None
-    assert "## kubernetes-server Instructions\n\nFor Kubernetes work:" in outcome.messages[0][
-        "content"
-    ]
+    assert (
+        "## kubernetes-server Instructions\n\nFor Kubernetes work:"
+        in outcome.messages[0]["content"]
+    )
 
 
 def test_the_reference_names_every_key_of_every_section() -> None:
