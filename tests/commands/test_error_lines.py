@@ -15,41 +15,29 @@ def one_line(result_stderr: bytes) -> str:
     return lines[0]
 
 
-def test_schema_write_into_a_missing_directory(tmp_path: Path) -> None:
-    missing = tmp_path / "missing"
-    result = prompt_worker("schema", "--write", str(missing))
+@pytest.mark.parametrize(
+    ("command", "option", "target", "problem"),
+    [
+        ("schema", "--write", "missing", "cannot write into {path}: it does not exist"),
+        ("schema", "--write", "a-file", "cannot write into {path}: it is not a directory"),
+        (
+            "asyncapi",
+            "--write",
+            "missing/asyncapi.yaml",
+            "cannot write {path}: No such file or directory",
+        ),
+        # Named once, without Python's "[Errno 2] No such file or directory: '...'".
+        ("asyncapi", "--check", "missing.yaml", "cannot read {path}: No such file or directory"),
+    ],
+)
+def test_a_file_that_cannot_be_written_or_read_is_one_line(
+    tmp_path: Path, command: str, option: str, target: str, problem: str
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    path = tmp_path / target
+    result = prompt_worker(command, option, str(path))
     assert result.returncode == 2
-    assert one_line(result.stderr) == (
-        f"prompt-worker schema: cannot write into {missing}: it does not exist"
-    )
-
-
-def test_schema_write_into_a_file(tmp_path: Path) -> None:
-    a_file = tmp_path / "schemas"
-    a_file.write_text("")
-    result = prompt_worker("schema", "--write", str(a_file))
-    assert result.returncode == 2
-    assert one_line(result.stderr) == (
-        f"prompt-worker schema: cannot write into {a_file}: it is not a directory"
-    )
-
-
-def test_asyncapi_write_into_a_missing_directory(tmp_path: Path) -> None:
-    target = tmp_path / "missing" / "asyncapi.yaml"
-    result = prompt_worker("asyncapi", "--write", str(target))
-    assert result.returncode == 2
-    assert one_line(result.stderr) == (
-        f"prompt-worker asyncapi: cannot write {target}: No such file or directory"
-    )
-
-
-def test_asyncapi_check_of_a_missing_file_names_it_once(tmp_path: Path) -> None:
-    missing = tmp_path / "asyncapi.yaml"
-    result = prompt_worker("asyncapi", "--check", str(missing))
-    assert result.returncode == 2
-    assert one_line(result.stderr) == (
-        f"prompt-worker asyncapi: cannot read {missing}: No such file or directory"
-    )
+    assert one_line(result.stderr) == f"prompt-worker {command}: {problem.format(path=path)}"
 
 
 # For each command, a line that makes it fail before it starts, and the problem it names.
