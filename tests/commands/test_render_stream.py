@@ -12,7 +12,7 @@ from typing import IO, Any
 import pytest
 
 from tests.data import BENCH_JOBS, REPO
-from worker.commands.render_cmd import iter_jobs
+from worker.commands.render_input import iter_jobs
 
 CONFIG = str(BENCH_JOBS / "worker.yaml")
 JOB: dict[str, Any] = json.loads((BENCH_JOBS / "typical_react_job.json").read_text())

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schemas.job import KIND_ALIASES, Kind
-from worker.commands.render_cmd import iter_jobs
+from worker.commands.render_input import iter_jobs
 from worker.render.renderer import Renderer
 
 json_values = st.recursive(
