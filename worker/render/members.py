@@ -18,6 +18,7 @@ here: a catalogue is only kept once its tools were found to have known members o
 import types
 import typing
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -40,6 +41,8 @@ class Shape:
     known: frozenset[str]
     # name -> how the member holds its models, and their shape
     children: dict[str, tuple[Holding, "Shape"]]
+    # The names of `children`: most objects have none of them, found in one set operation.
+    child_names: frozenset[str]
 
 
 def _held_model(annotation: Any) -> tuple[Holding, type[BaseModel]] | None:
@@ -71,7 +74,7 @@ def shape_of(model: type[BaseModel]) -> Shape:
         held = _held_model(field.annotation)
         if held is not None:
             children[name] = (held[0], shape_of(held[1]))
-    return Shape(frozenset(model.model_fields), children)
+    return Shape(frozenset(model.model_fields), children, frozenset(children))
 
 
 JOB_SHAPE = shape_of(Job)
@@ -86,21 +89,20 @@ _Unknown = tuple[str, str, frozenset[str]]
 def _all_known(data: dict[str, Any], shape: Shape) -> bool:
     """Whether every member of `data`, at any depth `shape` describes, is known: the
     check of every render, so it builds nothing and walks only the members present."""
-    if not shape.known.issuperset(data):
+    # `keys() <=` looks each member up in the set; `issuperset(data)` would first build
+    # a set of the members.
+    if not data.keys() <= shape.known:
         return False
-    children = shape.children
-    if not children:
+    if shape.child_names.isdisjoint(data):
         return True
-    for name, value in data.items():
-        held = children.get(name)
-        if held is None:
-            continue
-        holding, child = held
+    for name in shape.child_names.intersection(data):
+        value = data[name]
+        holding, child = shape.children[name]
         if type(value) is dict:
             if holding == "one":
                 # A leaf object (most are) without the cost of a call.
                 if not (
-                    _all_known(value, child) if child.children else child.known.issuperset(value)
+                    _all_known(value, child) if child.child_names else value.keys() <= child.known
                 ):
                     return False
             elif holding == "map":
@@ -108,10 +110,14 @@ def _all_known(data: dict[str, Any], shape: Shape) -> bool:
                     if type(item) is dict and not _all_known(item, child):
                         return False
         elif type(value) is list and holding == "list":
-            if not child.children:
-                # One pass in C; a non-object item fails it too and is looked at again
-                # (and let be) by `_walk`: validation refuses it anyway.
-                if not all(map(child.known.issuperset, value)):
+            if not child.child_names:
+                # Every item's members in one set, built in C: an item that is not an
+                # object fails it (or raises) and is looked at again, and let be, by
+                # `_walk`; validation refuses it anyway.
+                try:
+                    if not child.known.issuperset(chain.from_iterable(value)):
+                        return False
+                except TypeError:
                     return False
             else:
                 for item in value:
