@@ -39,9 +39,13 @@ def test_json_lines_from_stdin_in_order_with_a_bad_line() -> None:
     stdin = ("\n".join(lines) + "\n").encode()
     result = prompt_worker("render", "-", "--config", str(CONFORMANCE / "worker.yaml"), stdin=stdin)
     assert result.returncode == 1
-    out = replies(result.stdout)
+    # Line N of the output answers line N of the input: the blank line 5 is an empty line.
+    lines = result.stdout.decode().splitlines()
+    assert lines[4] == ""
+    out = replies(result.stdout.replace(b"\n\n", b"\n"))
     assert [r["status"] for r in out] == ["ok", "ok", "error", "ok", "ok", "ok"]
     assert out[2]["error"]["code"] == "invalid_json"
+    assert out[2]["error"]["line"] == 3
     ok = [r for r in out if r["status"] == "ok"]
     assert [r["job_id"] for r in ok] == [c["job"]["job_id"] for c in cases]
     assert [r["messages"] for r in ok] == [c["expected_messages"] for c in cases]
@@ -181,10 +185,24 @@ def test_usage_errors_exit_2() -> None:
     assert prompt_worker().returncode == 2
 
 
-def test_empty_input_renders_nothing() -> None:
-    result = prompt_worker("render", stdin=b"\n\n")
-    assert result.returncode == 0
+@pytest.mark.parametrize("stdin", [b"", b"\n \n"])
+def test_empty_input_is_said_and_exits_2(stdin: bytes) -> None:
+    result = prompt_worker("render", stdin=stdin)
+    assert result.returncode == 2
     assert result.stdout == b""
+    assert result.stderr.decode().splitlines() == [
+        "prompt-worker render: no job to render: stdin is empty"
+    ]
+
+
+def test_an_empty_file_is_named(tmp_path: Path) -> None:
+    empty = tmp_path / "jobs.jsonl"
+    empty.write_bytes(b"")
+    result = prompt_worker("render", str(empty))
+    assert (result.returncode, result.stdout) == (2, b"")
+    assert result.stderr.decode().splitlines() == [
+        f"prompt-worker render: no job to render: {empty} is empty"
+    ]
 
 
 @pytest.mark.parametrize("which", sorted(SCHEMA_FILES))
@@ -208,3 +226,64 @@ def test_job_schema_describes_the_contract() -> None:
     assert set(schema["required"]) == {"job_id", "kind"}
     kinds = schema["$defs"]["Kind"]["enum"]
     assert set(kinds) >= SEED_000_KINDS
+
+
+def test_an_error_reply_names_the_input_line_not_the_jsons() -> None:
+    good = json.dumps({"job_id": "good", "kind": "react"})
+    stdin = f'{good}\n{{"job_id": "bad", "kind": }}\n{good}\n'.encode()
+    result = prompt_worker("render", "-", stdin=stdin)
+    assert result.returncode == 1
+    first, bad, last = replies(result.stdout)
+    assert (first["status"], last["status"]) == ("ok", "ok")
+    assert bad["error"]["line"] == 2
+    assert bad["error"]["message"] == (
+        "body is not valid JSON: unexpected '}', expected a JSON value (line 2, column 27)"
+    )
+
+
+def test_concatenated_pretty_printed_jobs_get_one_reply_each_at_their_line() -> None:
+    jobs = [
+        {"job_id": "one", "kind": "react"},
+        {"job_id": "two", "kind": "no-such-kind"},
+        {"job_id": "three", "kind": "react"},
+    ]
+    stdin = "\n".join(json.dumps(job, indent=2) for job in jobs).encode()
+    result = prompt_worker("render", "-", stdin=stdin)
+    assert result.returncode == 1
+    one, two, three = replies(result.stdout)
+    assert [r["job_id"] for r in (one, two, three)] == ["one", "two", "three"]
+    assert (one["status"], three["status"]) == ("ok", "ok")
+    assert (two["error"]["code"], two["error"]["line"]) == ("invalid_job", 5)
+
+
+def test_a_broken_job_among_pretty_printed_ones_says_where_it_goes_wrong() -> None:
+    good = json.dumps({"job_id": "good", "kind": "react"}, indent=2)
+    stdin = f'{good}\n{{\n  "job_id": "bad",\n  "kind" "react"\n}}\n'.encode()
+    result = prompt_worker("render", "-", stdin=stdin)
+    assert result.returncode == 1
+    ok, bad = replies(result.stdout)
+    assert ok["status"] == "ok"
+    assert bad["error"]["line"] == 5  # where the broken job starts
+    assert bad["error"]["message"].endswith("(line 7, column 10)")  # where it breaks
+
+
+def test_a_json_array_of_jobs_gets_a_hint() -> None:
+    stdin = json.dumps([{"job_id": "a", "kind": "react"}, {"job_id": "b", "kind": "react"}])
+    result = prompt_worker("render", "-", stdin=stdin.encode())
+    assert result.returncode == 1
+    (reply,) = replies(result.stdout)
+    (detail,) = reply["error"]["details"]
+    assert detail["message"] == (
+        "a job is a JSON object, and this is an array: send each job on its own "
+        "(for `prompt-worker render` and `rerender`, one job a line: JSON Lines)"
+    )
+
+
+def test_a_misspelt_member_inside_the_stage_is_warned_of() -> None:
+    job = {"job_id": "j", "kind": "react", "stage": {"agent_nme": "KubernetesAgent"}}
+    result = prompt_worker("render", "-", stdin=json.dumps(job).encode())
+    assert result.returncode == 0, result.stderr
+    (reply,) = replies(result.stdout)
+    assert reply["meta"]["warnings"] == [
+        "unknown member 'stage.agent_nme' of the job is ignored; did you mean 'stage.agent_name'?"
+    ]

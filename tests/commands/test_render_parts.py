@@ -71,7 +71,12 @@ def test_every_number_of_processes_gives_the_single_process_output(
     path = jobs_file(tmp_path, 600)
     code, single = rendered(path, "--workers", "1")
     assert code == 0
-    replies = [json.loads(line) for line in single.splitlines()]
+    # Line N of the output answers line N of the input, a blank line with an empty line.
+    inputs = path.read_bytes().split(b"\n")
+    outputs = single.split(b"\n")
+    assert outputs.pop() == b""
+    assert [not line.strip() for line in outputs] == [not line.strip() for line in inputs]
+    replies = [json.loads(line) for line in outputs if line]
     assert [r["job_id"] for r in replies] == [f"part-{n}" for n in range(600)] + [
         "last-without-newline"
     ]
@@ -127,8 +132,15 @@ def test_a_bad_line_in_a_later_part_makes_the_exit_status_1(
     code, single = rendered(path, "--workers", "1")
     assert code == 1
     assert rendered_here(path, tmp_path, "--workers", "3") == (1, single)
-    statuses = [json.loads(line)["status"] for line in single.splitlines()]
+    replies = [json.loads(line) for line in single.splitlines() if line]
+    statuses = [reply["status"] for reply in replies]
     assert statuses.count("error") == 1 and statuses[290] == "error"
+    # The error reply names its input line, counted from the start of the file, not of
+    # the part a later process rendered.
+    input_line = path.read_bytes().split(b"\n").index(b'{"job_id": "broken", "kind": ') + 1
+    assert input_line > 290
+    assert replies[290]["error"]["line"] == input_line
+    assert f"(line {input_line}, column 29)" in replies[290]["error"]["message"]
 
 
 def test_a_document_on_several_lines_renders_once(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import IO, Any
 import pytest
 
 from tests.data import BENCH_JOBS, REPO
-from worker.commands.render_cmd import iter_jobs
+from worker.commands.render_input import iter_jobs
 
 CONFIG = str(BENCH_JOBS / "worker.yaml")
 JOB: dict[str, Any] = json.loads((BENCH_JOBS / "typical_react_job.json").read_text())
@@ -60,7 +60,7 @@ def test_thousands_of_jobs_come_back_complete_and_in_order(tmp_path: Path) -> No
     count = 2_000
     with jobs.open("wb") as handle:
         for n in range(count):
-            # Blank lines, CRLF line ends and padding: skipped or stripped, not lost.
+            # Blank lines, CRLF line ends and padding: kept in place or stripped, not lost.
             handle.write(b"\n" if n % 500 == 7 else b"")
             line = job_line(n)
             handle.write(b"  " + line[:-1] + b"\r\n" if n % 300 == 0 else line)
@@ -74,9 +74,12 @@ def test_thousands_of_jobs_come_back_complete_and_in_order(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr.decode()
     lines = result.stdout.split(b"\n")
     assert lines.pop() == b""  # every reply ends with a newline
-    replies = [json.loads(line) for line in lines]
-    assert [r["job_id"] for r in replies] == [f"stream-{n}" for n in range(count)]
-    assert {r["status"] for r in replies} == {"ok"}
+    # A blank input line is an empty output line: line N answers line N.
+    expected: list[object] = []
+    for n in range(count):
+        expected += [b"", f"stream-{n}"] if n % 500 == 7 else [f"stream-{n}"]
+    assert [json.loads(line)["job_id"] if line else b"" for line in lines] == expected
+    assert {json.loads(line)["status"] for line in lines if line} == {"ok"}
 
 
 def test_output_closed_early_is_not_an_error(tmp_path: Path) -> None:
@@ -100,15 +103,32 @@ def test_output_closed_early_is_not_an_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        (b'{"a": 1}\n\n  {"b": 2}  \r\n', [b'{"a": 1}', b'{"b": 2}']),
-        (b'{"a": 1}', [b'{"a": 1}']),
-        (b'{\n  "a": 1\n}\n', [b'{\n  "a": 1\n}\n']),
+        # JSON Lines: every line an item at its line number, a blank one without a body.
+        (
+            b'{"a": 1}\n\n  {"b": 2}  \r\n',
+            [(1, 1, b'{"a": 1}'), (2, 1, None), (3, 3, b'{"b": 2}')],
+        ),
+        (b'\n{"a": 1}', [(1, 1, None), (2, 1, b'{"a": 1}')]),
+        (b'{"a": 1}', [(1, 1, b'{"a": 1}')]),
+        # One pretty-printed document, after a blank line.
+        (b'\n{\n  "a": 1\n}\n', [(2, 1, b'{\n  "a": 1\n}')]),
+        # Pretty-printed documents one after another, each where it starts.
+        (
+            b'{\n  "a": 1\n}\n\n{\n "b": [\n 2]\n}  {"c": 3}\n',
+            [(1, 1, b'{\n  "a": 1\n}'), (5, 1, b'{\n "b": [\n 2]\n}'), (8, 4, b'{"c": 3}')],
+        ),
+        # ... and one that is not JSON: it and the rest are one item, from where it starts.
+        (
+            b'{\n  "a": 1\n}\n{\n "b": \n}\n{"c": 3}\n',
+            [(1, 1, b'{\n  "a": 1\n}'), (4, 1, b'{\n "b": \n}\n{"c": 3}')],
+        ),
         (b"\n \n", []),
-        (b"oops\n{\n", [b"oops", b"{"]),
+        # Neither JSON Lines nor documents: line by line, each bad line its own item.
+        (b"oops\n{\n\n", [(1, 1, b"oops"), (2, 1, b"{"), (3, 1, None)]),
     ],
 )
 def test_iter_jobs_splits_without_losing_or_inventing_lines(
-    data: bytes, expected: list[bytes]
+    data: bytes, expected: list[tuple[int, int, bytes | None]]
 ) -> None:
     assert list(iter_jobs(io.BytesIO(data))) == expected
 
@@ -129,4 +149,4 @@ def test_iter_jobs_joins_lines_split_across_reads() -> None:
 
     lines = [job_line(n) for n in range(3)]
     jobs = list(iter_jobs(Trickle(b"".join(lines))))  # type: ignore[arg-type]
-    assert jobs == [line.rstrip(b"\n") for line in lines]
+    assert jobs == [(n, 1, line.rstrip(b"\n")) for n, line in enumerate(lines, 1)]

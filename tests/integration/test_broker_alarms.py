@@ -14,6 +14,7 @@ connection that only consumes, which the alarm does not block.
 import asyncio
 import json
 import signal
+from collections.abc import Iterator
 
 import aio_pika
 import orjson
@@ -93,109 +94,121 @@ async def clear_alarm(node: ExtraNode) -> None:
     await asyncio.to_thread(node.ctl, "set_vm_memory_high_watermark", NORMAL_WATERMARK)
 
 
+@pytest.fixture(scope="module")
+def alarm_node() -> Iterator[ExtraNode]:
+    """The node both tests raise their alarm on (one start serves them: each has queues,
+    a worker and connections of its own, and clears its alarm when done)."""
+    with ExtraNode("alarms", fresh=True) as started:
+        yield started
+
+
+@pytest.fixture
+def node(alarm_node: ExtraNode) -> ExtraNode:
+    assert "memory" not in alarms(alarm_node), "an earlier test left the alarm raised"
+    return alarm_node
+
+
 async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
-    start_worker: StartWorker, topo: Topology
+    start_worker: StartWorker, topo: Topology, node: ExtraNode
 ) -> None:
-    with ExtraNode("alarms", fresh=True) as node:
-        worker = start_worker(amqp_url=node.url + "?reconnect_interval=0.2")
-        await worker.wait_ready()
-        connection = await aio_pika.connect(node.url)
+    worker = start_worker(amqp_url=node.url + "?reconnect_interval=0.2")
+    await worker.wait_ready()
+    connection = await aio_pika.connect(node.url)
+    try:
+        channel: AbstractChannel = await connection.channel()
+        ids = [f"alarm-{i}" for i in range(HELD + 1)]
+        side = await park(channel, topo, ids)
         try:
-            channel: AbstractChannel = await connection.channel()
-            ids = [f"alarm-{i}" for i in range(HELD + 1)]
-            side = await park(channel, topo, ids)
-            try:
-                # The first job's reply is the worker's first publish during the alarm:
-                # the broker blocks the connection, and says so.
-                await block(node, worker, side)
-                status, body = await readyz(worker)
-                assert status == 503
-                assert body == {
-                    "ready": False,
-                    "connected": True,
-                    "consuming": True,
-                    "accepting": True,
-                    "unblocked": False,
-                    "replies_accepted": True,
-                }
-                [blocked] = named(worker, "broker_blocked")
-                assert blocked["reason"] == "low on memory"
-                assert blocked["level"] == "warning"
+            # The first job's reply is the worker's first publish during the alarm:
+            # the broker blocks the connection, and says so.
+            await block(node, worker, side)
+            status, body = await readyz(worker)
+            assert status == 503
+            assert body == {
+                "ready": False,
+                "connected": True,
+                "consuming": True,
+                "accepting": True,
+                "unblocked": False,
+                "replies_accepted": True,
+            }
+            [blocked] = named(worker, "broker_blocked")
+            assert blocked["reason"] == "low on memory"
+            assert blocked["level"] == "warning"
 
-                # Delivered while blocked: every one waits, none is handled.
-                await dead_letter_into_requests(side, HELD)
+            # Delivered while blocked: every one waits, none is handled.
+            await dead_letter_into_requests(side, HELD)
 
-                async def all_delivered() -> bool:
-                    return await queue_depth(channel, topo.request_queue) == 0
+            async def all_delivered() -> bool:
+                return await queue_depth(channel, topo.request_queue) == 0
 
-                await wait_for(all_delivered, 60, "the held jobs to be delivered")
-                exposition = await metrics(worker)
-                assert metric_value(exposition, "prompt_worker_broker_blocked") == 1
-                assert metric_value(exposition, "prompt_worker_ready") == 0
-                # Only the first job is being handled (its reply waits for its confirm).
-                assert metric_value(exposition, "prompt_worker_in_flight") == 1
-                assert not named(worker, "job")
-            finally:
-                await clear_alarm(node)
-
-            # Unblocked: every job answered once, none dead-lettered or left behind.
-            await worker.wait_ready()
-            replies = await drain(channel, topo.reply_queue, len(ids))
-            assert sorted(orjson.loads(r.body)["job_id"] for r in replies) == sorted(ids)
-            [unblocked] = named(worker, "broker_unblocked")
-            assert unblocked["held"] == HELD
-            assert unblocked["level"] == "info"
-            assert metric_value(await metrics(worker), "prompt_worker_broker_blocked") == 0
-            assert sorted(str(e["job_id"]) for e in named(worker, "job")) == sorted(ids)
-            assert {e["settled"] for e in named(worker, "job")} == {"acked"}
-            assert await queue_depth(channel, topo.request_queue) == 0
-            assert await queue_depth(channel, topo.dead_letter_queue) == 0
-            # The worker's own line about the block, not a library's.
-            assert "was blocked by" not in worker.logs()
-            worker.signal(signal.SIGTERM)
-            assert await worker.wait_exit() == 0
+            await wait_for(all_delivered, 60, "the held jobs to be delivered")
+            exposition = await metrics(worker)
+            assert metric_value(exposition, "prompt_worker_broker_blocked") == 1
+            assert metric_value(exposition, "prompt_worker_ready") == 0
+            # Only the first job is being handled (its reply waits for its confirm).
+            assert metric_value(exposition, "prompt_worker_in_flight") == 1
+            assert not named(worker, "job")
         finally:
-            await connection.close()
+            await clear_alarm(node)
+
+        # Unblocked: every job answered once, none dead-lettered or left behind.
+        await worker.wait_ready()
+        replies = await drain(channel, topo.reply_queue, len(ids))
+        assert sorted(orjson.loads(r.body)["job_id"] for r in replies) == sorted(ids)
+        [unblocked] = named(worker, "broker_unblocked")
+        assert unblocked["held"] == HELD
+        assert unblocked["level"] == "info"
+        assert metric_value(await metrics(worker), "prompt_worker_broker_blocked") == 0
+        assert sorted(str(e["job_id"]) for e in named(worker, "job")) == sorted(ids)
+        assert {e["settled"] for e in named(worker, "job")} == {"acked"}
+        assert await queue_depth(channel, topo.request_queue) == 0
+        assert await queue_depth(channel, topo.dead_letter_queue) == 0
+        # The worker's own line about the block, not a library's.
+        assert "was blocked by" not in worker.logs()
+        worker.signal(signal.SIGTERM)
+        assert await worker.wait_exit() == 0
+    finally:
+        await connection.close()
 
 
 async def test_a_worker_stopped_during_an_alarm_exits_and_loses_nothing(
-    start_worker: StartWorker, topo: Topology
+    start_worker: StartWorker, topo: Topology, node: ExtraNode
 ) -> None:
     # A rolling deploy while the broker is blocked: the drain cannot settle anything
     # (the broker reads nothing from the connection), so it ends at its timeout and the
     # jobs the worker held go to the next worker.
-    with ExtraNode("alarms", fresh=True) as node:
-        url = node.url + "?reconnect_interval=0.2"
-        worker = start_worker("--shutdown-timeout", "2", amqp_url=url)
-        await worker.wait_ready()
-        connection = await aio_pika.connect(node.url)
+    url = node.url + "?reconnect_interval=0.2"
+    worker = start_worker("--shutdown-timeout", "2", amqp_url=url)
+    await worker.wait_ready()
+    connection = await aio_pika.connect(node.url)
+    try:
+        channel: AbstractChannel = await connection.channel()
+        ids = [f"stopped-{i}" for i in range(HELD + 1)]
+        side = await park(channel, topo, ids)
         try:
-            channel: AbstractChannel = await connection.channel()
-            ids = [f"stopped-{i}" for i in range(HELD + 1)]
-            side = await park(channel, topo, ids)
-            try:
-                await block(node, worker, side)
-                await dead_letter_into_requests(side, HELD)
+            await block(node, worker, side)
+            await dead_letter_into_requests(side, HELD)
 
-                async def all_delivered() -> bool:
-                    return await queue_depth(channel, topo.request_queue) == 0
+            async def all_delivered() -> bool:
+                return await queue_depth(channel, topo.request_queue) == 0
 
-                await wait_for(all_delivered, 60, "the held jobs to be delivered")
-                worker.signal(signal.SIGTERM)
-                assert await worker.wait_exit(within=60) == 0
-                assert not named(worker, "job")
-            finally:
-                await clear_alarm(node)
-
-            successor = start_worker(amqp_url=url)
-            await successor.wait_ready()
-            # At least once: the stopped worker's one reply may have got through too.
-            answered: set[str] = set()
-            while answered != set(ids):
-                [reply] = await drain(channel, topo.reply_queue, 1)
-                answered.add(orjson.loads(reply.body)["job_id"])
-            assert await queue_depth(channel, topo.dead_letter_queue) == 0
-            successor.signal(signal.SIGTERM)
-            assert await successor.wait_exit() == 0
+            await wait_for(all_delivered, 60, "the held jobs to be delivered")
+            worker.signal(signal.SIGTERM)
+            assert await worker.wait_exit(within=60) == 0
+            assert not named(worker, "job")
         finally:
-            await connection.close()
+            await clear_alarm(node)
+
+        successor = start_worker(amqp_url=url)
+        await successor.wait_ready()
+        # At least once: the stopped worker's one reply may have got through too.
+        answered: set[str] = set()
+        while answered != set(ids):
+            [reply] = await drain(channel, topo.reply_queue, 1)
+            answered.add(orjson.loads(reply.body)["job_id"])
+        assert await queue_depth(channel, topo.dead_letter_queue) == 0
+        successor.signal(signal.SIGTERM)
+        assert await successor.wait_exit() == 0
+    finally:
+        await connection.close()

@@ -13,6 +13,7 @@ fails its producer's call at once, with the broker's reason.
 import asyncio
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import aio_pika
@@ -262,6 +263,15 @@ async def test_a_bug_in_the_render_path_is_retried_with_backoff_then_answered_in
 NODE_LIMIT = 1024 * 1024
 
 
+@pytest.fixture(scope="module")
+def small_limit_node() -> Iterator[ExtraNode]:
+    """A node whose `max_message_size` is NODE_LIMIT, shared by the tests of that limit:
+    each has queues of its own (`topo`) and a worker or client of its own on it, so one
+    node start serves them all."""
+    with ExtraNode("hardlimit", conf=f"max_message_size = {NODE_LIMIT}") as node:
+        yield node
+
+
 def job_with_a_reply_above(limit: int) -> bytes:
     job = a_job("huge-reply")
     properties = {f"p{i}": {"type": "string", "enum": [[[[1]]]]} for i in range(22_000)}
@@ -279,72 +289,70 @@ def job_with_a_reply_above(limit: int) -> bytes:
 
 @pytest.mark.slow
 async def test_a_reply_above_the_brokers_max_message_size_becomes_an_error_reply(
-    start_worker: StartWorker, topo: Topology
+    start_worker: StartWorker, topo: Topology, small_limit_node: ExtraNode
 ) -> None:
     body = job_with_a_reply_above(NODE_LIMIT)
-    with ExtraNode("hard1", conf=f"max_message_size = {NODE_LIMIT}") as node:
-        worker = start_worker("--delivery-limit", str(DELIVERY_LIMIT), amqp_url=node.url)
-        await worker.wait_ready()
-        connection = await aio_pika.connect(node.url)
-        async with connection:
-            channel = await connection.channel()
-            replies = await channel.declare_queue("", exclusive=True)
-            await channel.default_exchange.publish(
-                aio_pika.Message(body, reply_to=replies.name, correlation_id="huge"),
-                routing_key=topo.request_queue,
-            )
-            [reply] = await drain(channel, replies.name, 1)
-            [dead] = await drain(channel, topo.dead_letter_queue, 1)
+    node = small_limit_node
+    worker = start_worker("--delivery-limit", str(DELIVERY_LIMIT), amqp_url=node.url)
+    await worker.wait_ready()
+    connection = await aio_pika.connect(node.url)
+    async with connection:
+        channel = await connection.channel()
+        replies = await channel.declare_queue("", exclusive=True)
+        await channel.default_exchange.publish(
+            aio_pika.Message(body, reply_to=replies.name, correlation_id="huge"),
+            routing_key=topo.request_queue,
+        )
+        [reply] = await drain(channel, replies.name, 1)
+        [dead] = await drain(channel, topo.dead_letter_queue, 1)
 
-            error = error_of(reply, "huge-reply")
-            assert error["code"] == "payload_too_large"
-            [detail] = error["details"]
-            assert detail["type"] == "reply_too_large"
-            assert re.search(rf"limit of {NODE_LIMIT} bytes", error["message"])
-            assert dead.body == body
-            # The first delivery's reply cost a channel; the limit learned from it, the
-            # second delivery was answered with the error. No third.
-            [learned] = events(worker, "broker_max_message_size")
-            assert learned["limit_bytes"] == NODE_LIMIT
-            lines = job_lines(worker)
-            assert [e["settled"] for e in lines] == ["unsettled", "dead_lettered"]
+        error = error_of(reply, "huge-reply")
+        assert error["code"] == "payload_too_large"
+        [detail] = error["details"]
+        assert detail["type"] == "reply_too_large"
+        assert re.search(rf"limit of {NODE_LIMIT} bytes", error["message"])
+        assert dead.body == body
+        # The first delivery's reply cost a channel; the limit learned from it, the
+        # second delivery was answered with the error. No third.
+        [learned] = events(worker, "broker_max_message_size")
+        assert learned["limit_bytes"] == NODE_LIMIT
+        lines = job_lines(worker)
+        assert [e["settled"] for e in lines] == ["unsettled", "dead_lettered"]
 
-            # The worker is still consuming on its reopened channel.
-            await channel.default_exchange.publish(
-                aio_pika.Message(
-                    orjson.dumps(a_job("small")), reply_to=replies.name, correlation_id="s"
-                ),
-                routing_key=topo.request_queue,
-            )
-            [small] = await drain(channel, replies.name, 1)
-            assert orjson.loads(small.body)["status"] == "ok"
-            assert await queue_depth(channel, topo.request_queue) == 0
-            assert worker.process.poll() is None
+        # The worker is still consuming on its reopened channel.
+        await channel.default_exchange.publish(
+            aio_pika.Message(
+                orjson.dumps(a_job("small")), reply_to=replies.name, correlation_id="s"
+            ),
+            routing_key=topo.request_queue,
+        )
+        [small] = await drain(channel, replies.name, 1)
+        assert orjson.loads(small.body)["status"] == "ok"
+        assert await queue_depth(channel, topo.request_queue) == 0
+        assert worker.process.poll() is None
 
 
 @pytest.mark.slow
 async def test_a_job_above_the_brokers_max_message_size_fails_its_call_not_the_client(
-    start_worker: StartWorker, topo: Topology
+    start_worker: StartWorker, topo: Topology, small_limit_node: ExtraNode
 ) -> None:
     """The broker refuses the job itself and closes the client's channel over it, under
     the calls in flight with it too. The call fails at once with the broker's reason,
     not after its timeout; the others are answered, and the client goes on."""
-    with ExtraNode("hard2", conf=f"max_message_size = {NODE_LIMIT}") as node:
-        worker = start_worker(amqp_url=node.url)
-        await worker.wait_ready()
-        async with PromptClient(node.url, request_queue=topo.request_queue, timeout=120) as client:
-            too_big = orjson.dumps({**a_job("too-big"), "padding": "x" * NODE_LIMIT})
-            before = [client.build(a_job(f"before-{n}")) for n in range(5)]
-            refused = client.call(too_big, job_id="too-big")
-            after = [client.build(a_job(f"after-{n}")) for n in range(5)]
-            *answers, raised = await asyncio.gather(
-                *before, *after, refused, return_exceptions=True
-            )
-            assert isinstance(raised, PromptClientError), raised
-            assert not isinstance(raised, PromptTimeout)
-            assert "larger than" in str(raised)  # the broker's reason
-            reply = await client.build(a_job("later"))
+    node = small_limit_node
+    worker = start_worker(amqp_url=node.url)
+    await worker.wait_ready()
+    async with PromptClient(node.url, request_queue=topo.request_queue, timeout=120) as client:
+        too_big = orjson.dumps({**a_job("too-big"), "padding": "x" * NODE_LIMIT})
+        before = [client.build(a_job(f"before-{n}")) for n in range(5)]
+        refused = client.call(too_big, job_id="too-big")
+        after = [client.build(a_job(f"after-{n}")) for n in range(5)]
+        *answers, raised = await asyncio.gather(*before, *after, refused, return_exceptions=True)
+        assert isinstance(raised, PromptClientError), raised
+        assert not isinstance(raised, PromptTimeout)
+        assert "larger than" in str(raised)  # the broker's reason
+        reply = await client.build(a_job("later"))
 
-        assert [a["status"] for a in answers if isinstance(a, dict)] == ["ok"] * 10, answers
-        assert reply["status"] == "ok"
-        assert not any(e.get("job_id") == "too-big" for e in job_lines(worker))
+    assert [a["status"] for a in answers if isinstance(a, dict)] == ["ok"] * 10, answers
+    assert reply["status"] == "ok"
+    assert not any(e.get("job_id") == "too-big" for e in job_lines(worker))

@@ -50,8 +50,68 @@ def test_unknown_fields_are_ignored(renderer: Renderer) -> None:
     assert extended["status"] == "ok"
     assert extended["messages"] == plain["messages"]
     assert plain["meta"]["warnings"] == []
-    # Only the job's own members are named; a nested one is not.
-    assert extended["meta"]["warnings"] == ["unknown member 'future_field' of the job is ignored"]
+    # Named by their path, at the top level and inside the job's objects alike.
+    assert extended["meta"]["warnings"] == [
+        "unknown member 'future_field' of the job is ignored",
+        "unknown member 'session.severity' of the job is ignored",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("members", "warning"),
+    [
+        (
+            {"stage": {"agent_nme": "KubernetesAgent"}},
+            "unknown member 'stage.agent_nme' of the job is ignored; "
+            "did you mean 'stage.agent_name'?",
+        ),
+        (
+            {"session": {"alert_dta": "pod crashloop"}},
+            "unknown member 'session.alert_dta' of the job is ignored; "
+            "did you mean 'session.alert_data'?",
+        ),
+        (
+            {"stage": {"previous_attempt": {"attempt_number": 1, "eror_message": "x"}}},
+            "unknown member 'stage.previous_attempt.eror_message' of the job is ignored; "
+            "did you mean 'stage.previous_attempt.error_message'?",
+        ),
+        (
+            {
+                "chat": {
+                    "user_question": "why?",
+                    "history": [
+                        {"user_question": "a", "messages": []},
+                        {"user_question": "b", "mesages": [{"role": "user", "content": "x"}]},
+                    ],
+                }
+            },
+            "unknown member 'chat.history[1].mesages' of the job is ignored; "
+            "did you mean 'chat.history[1].messages'?",
+        ),
+        (
+            {"tools": [{"name": "kubectl_get"}, {"name": "kubectl_logs", "descripton": "d"}]},
+            "unknown member 'tools[1].descripton' of the job is ignored; "
+            "did you mean 'tools[1].description'?",
+        ),
+        (
+            {"budget": {"max_prompt_tokens": 9000, "tokeniser": "estimate"}},
+            "unknown member 'budget.tokeniser' of the job is ignored; "
+            "did you mean 'budget.tokenizer'?",
+        ),
+    ],
+)
+def test_a_misspelt_nested_member_is_named_by_its_path(
+    renderer: Renderer, members: dict[str, Any], warning: str
+) -> None:
+    reply = render(renderer, react(**members))
+    assert reply["status"] == "ok"
+    assert reply["meta"]["warnings"][0] == warning
+
+
+def test_members_the_contract_leaves_free_are_not_checked(renderer: Renderer) -> None:
+    schema = {"type": "object", "properties": {"namespace": {"type": "string"}}}
+    job = react(tools=[{"name": "kubectl_get", "input_schema": schema}])
+    assert render(renderer, job)["meta"]["warnings"] == []
 
 
 def test_a_misspelt_member_is_named_with_the_nearest_known_one(renderer: Renderer) -> None:
@@ -323,3 +383,18 @@ def test_values_nested_too_deeply_to_render_are_invalid_jobs(renderer: Renderer)
     assert reply["error"]["code"] == "invalid_job"
     assert reply["job_id"] == "j-1"
     assert "nested too deeply" in reply["error"]["message"]
+
+
+def test_a_catalogue_with_a_misspelt_member_is_warned_of_on_every_job(
+    renderer: Renderer,
+) -> None:
+    # A catalogue seen again is cut out of the body unparsed: one with an unknown member
+    # must not be, or only its first job would say so.
+    tools = [{"name": f"tool_{n}", "descripton": "reads things"} for n in range(3)]
+    body = json.dumps(react(tools=tools)).encode()
+    warning = (
+        "unknown member 'tools[0].descripton' of the job is ignored; "
+        "did you mean 'tools[0].description'?"
+    )
+    for _ in range(4):
+        assert render(renderer, body)["meta"]["warnings"][0] == warning

@@ -27,9 +27,12 @@ from tests.integration.helpers import (
     StartWorker,
     TcpProxy,
     WorkerProcess,
+    drain,
     own_vhost,
+    queue_depth,
     queue_names,
     rabbitmqctl,
+    wait_for,
 )
 from tests.rerender.files import conformance_lines, records, write_lines
 from worker.cli import main
@@ -37,6 +40,8 @@ from worker.render.config import load_config
 from worker.render.renderer import Renderer
 from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES
 from worker.transport.link.topology import Topology, declare
+from worker.transport.producers.client import PromptClient
+from worker.transport.producers.replay import describe
 
 __all__ = ["start_worker", "topo"]  # fixtures of the integration suite, used here
 
@@ -194,6 +199,53 @@ def test_a_job_without_reply_is_retried_once_then_recorded_as_timeout(
     assert written[2] is not None and written[2]["bad_line"] is True
     broker = json.loads(report.read_text())["broker"]
     assert (broker["published"], broker["retries"], broker["timeouts"]) == (4, 2, 2)
+
+
+def test_jobs_the_run_gave_up_on_expire_and_a_worker_started_later_renders_none(
+    tmp_path: Path, no_consumer_queue: Topology, start_worker: StartWorker
+) -> None:
+    """No worker during the run: its jobs must not wait in the request queue for the
+    next worker, which would render them for a reply queue that is gone."""
+    topology = no_consumer_queue
+    source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:2])
+    out = tmp_path / "out.jsonl"
+    assert main(argv(source, out, *broker_args(topology, "--timeout", "0.5"))) == 1
+    assert [r["error"]["code"] for r in records(out) if r] == ["timeout", "timeout"]
+
+    async def expired() -> list[AbstractIncomingMessage]:
+        connection = await aio_pika.connect(AMQP_URL)
+        async with connection:
+            channel = await connection.channel()
+
+            async def request_queue_empty() -> bool:
+                return await queue_depth(channel, topology.request_queue) == 0
+
+            # Each of the 2 x 2 publishes expires when the run would have given up on it.
+            await wait_for(request_queue_empty, 30, "the run's jobs to expire")
+            # The queue's dead-letter exchange takes them, saying why: never rendered.
+            return await drain(channel, topology.dead_letter_queue, 4, within=30)
+
+    dead = asyncio.run(expired())
+    letters = [describe(message.body, message.headers) for message in dead]
+    assert {(letter.reason, letter.queue) for letter in letters} == {
+        ("expired", topology.request_queue)
+    }
+
+    worker = start_worker()
+    wait_ready(worker)
+
+    async def answers_only_its_own_job() -> str:
+        async with PromptClient(AMQP_URL, request_queue=topology.request_queue) as client:
+            reply = await client.build(json.loads(conformance_lines()[0])["job"], timeout=60)
+        assert reply["status"] == "ok"
+        return await worker.metrics_showing('status="ok"')
+
+    exposition = asyncio.run(answers_only_its_own_job())
+    jobs = [
+        line for line in exposition.splitlines() if line.startswith("prompt_worker_jobs_total{")
+    ]
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in jobs) == 1, jobs
+    assert "reply_unroutable" not in worker.logs()
 
 
 def test_missing_request_queue_exits_2(tmp_path: Path, topo: Topology) -> None:

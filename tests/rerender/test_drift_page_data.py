@@ -409,7 +409,8 @@ def test_the_wheel_carries_the_page_assets(tmp_path: Path) -> None:
 def test_odd_records_give_a_page_or_one_clear_error(tmp_path: Path) -> None:
     source, output = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     job = {"job": {"job_id": "j1", "kind": "react"}, "messages": [{"role": "user", "content": "a"}]}
-    source.write_text(json.dumps(job) + "\n" + json.dumps(job) + "\n")
+    long_id = {**job, "job": {"job_id": "j1" * 500, "kind": "react"}}
+    source.write_text(json.dumps(job) + "\n" + json.dumps(long_id) + "\n")
     odd = [
         {"status": "error", "error": "not an object", "kind": ["x"]},
         {"status": "error", "job_id": "j1" * 500, "error": {"code": 5, "details": [1, {}]}},

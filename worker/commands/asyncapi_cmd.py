@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from worker.commands.common import complain, os_problem, write_text_or_exit
 from worker.commands.shipped import shipped_text
 
 if TYPE_CHECKING:
@@ -45,20 +46,19 @@ def run(args: argparse.Namespace) -> int:
             return 0
     text = generate()
     if args.write:
-        Path(args.write).write_text(text, encoding="utf-8")
+        write_text_or_exit("asyncapi", Path(args.write), text)
         return 0
     if args.check:
         path = Path(args.check)
         try:
             current = path.read_text(encoding="utf-8")
         except OSError as exc:
-            print(f"prompt-worker asyncapi: cannot read {path}: {exc}", file=sys.stderr)
+            complain("asyncapi", f"cannot read {path}: {os_problem(exc)}")
             return 2
         if current != text:
-            print(
-                f"prompt-worker asyncapi: {path} is stale; regenerate it with "
-                f"`prompt-worker asyncapi --write {path}`",
-                file=sys.stderr,
+            complain(
+                "asyncapi",
+                f"{path} is stale; regenerate it with `prompt-worker asyncapi --write {path}`",
             )
             return 1
         return 0

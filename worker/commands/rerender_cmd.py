@@ -268,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
             from worker.rerender.local import LocalEngine
 
             default_budget = _default_budget(args, check_tokenizer=True)
-            config = load_config_or_exit(args.config)
+            config = load_config_or_exit(args.config, "rerender")
             try:
                 renderer = Renderer(
                     config,

@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from worker.commands.common import complain, write_text_or_exit
 from worker.commands.shipped import shipped_text
 
 HELP = "print the JSON Schema of the job or the reply"
@@ -51,10 +52,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.write:
+        directory = Path(args.write)
+        if not directory.is_dir():
+            # One line, as for every usage error: not the traceback of the first write.
+            what = "is not a directory" if directory.exists() else "does not exist"
+            complain("schema", f"cannot write into {directory}: it {what}")
+            return 2
         from schemas.json_schema import render_schema
 
         for name, filename in SCHEMA_FILES.items():
-            (Path(args.write) / filename).write_text(render_schema(name), encoding="utf-8")
+            write_text_or_exit("schema", directory / filename, render_schema(name))
         return 0
     text = shipped_text(SCHEMA_FILES[args.which])
     if text is None:  # an installation without its data files: generate it

@@ -20,6 +20,7 @@ import orjson
 from schemas.job import Job, Tool
 from worker.render.catalogue import CATALOGUES
 from worker.render.json_words import json_error_words
+from worker.render.members import TOOL_SHAPE, members_known
 
 # Stands in for a known tool catalogue cut out of a body before parsing. Random per
 # process: finding it as the job's `tools` proves the cut was at the job's own key.
@@ -128,7 +129,10 @@ def validate_job(data: Any, tools: list[Tool] | None = None, body: bytes | str =
         tools = CATALOGUES.tools(key)
         if tools is None:
             job = Job.model_validate(data)
-            CATALOGUES.remember(key, job.tools)
+            # A catalogue with a member no tool has is not kept: cut out of the next
+            # body unparsed, it would go unchecked, and its warning be given only once.
+            if members_known(raw_tools, TOOL_SHAPE):
+                CATALOGUES.remember(key, job.tools)
             return job
         if isinstance(body, bytes):
             # Seen before, yet not found in the bytes: learn how this producer

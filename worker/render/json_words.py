@@ -1,6 +1,11 @@
 """Why a text is not JSON, said for the person who wrote it."""
 
+import re
+
 import orjson
+
+# How `json_error_words` says where: " (line L, column C)" at the end.
+_WHERE = re.compile(r" \(line (\d+), column (\d+)\)$")
 
 # orjson's reasons (the start of its message), in the words of someone fixing the input.
 _JSON_REASONS = (
@@ -31,3 +36,16 @@ def json_error_words(exc: orjson.JSONDecodeError) -> str:
         instead = f", expected {expected}" if expected else ""
         return f"unexpected {exc.doc[exc.pos]!r}{instead}{where}"
     return "cannot be read as JSON" + where
+
+
+def shift_position(message: str, first_line: int, first_column: int = 1) -> str:
+    """`message` (ending as `json_error_words` ends) with its position counted in a
+    larger text, where the JSON value's line 1 is line `first_line` and starts at
+    `first_column`; other messages unchanged."""
+    where = _WHERE.search(message)
+    if where is None:
+        return message
+    line, column = int(where[1]), int(where[2])
+    if line == 1:
+        column += first_column - 1
+    return f"{message[: where.start()]} (line {line + first_line - 1}, column {column})"

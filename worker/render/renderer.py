@@ -41,6 +41,15 @@ if TYPE_CHECKING:
     from worker.render.budget import Fitted
 
 
+# The detail of a body that is a JSON array: most likely several jobs where one belongs.
+ARRAY_OF_JOBS = {
+    "field": "",
+    "type": "model_type",
+    "message": "a job is a JSON object, and this is an array: send each job on its own "
+    "(for `prompt-worker render` and `rerender`, one job a line: JSON Lines)",
+}
+
+
 @dataclass(slots=True)
 class ParsedJob:
     """A validated job whose outside-world texts are masked."""
@@ -117,6 +126,8 @@ class Renderer:
         try:
             job = validate_job(data, tools, body)
         except ValidationError as exc:
+            if type(data) is list:
+                return invalid_job([ARRAY_OF_JOBS], None, None, size)
             job_id, kind = peek_identity(data)
             return invalid_job(validation_details(exc), job_id, kind, size)
         problems = kind_rule_violations(job)

@@ -20,7 +20,8 @@ Delivery is at-least-once: a worker killed mid-job has its job redelivered, and 
 without a reply within `timeout` is published once more, so a reply can arrive twice;
 only the first is used. A job still without a reply after its second attempt becomes
 an error record with code `timeout`. Nothing is dropped silently: every input line
-gets a record, in input order.
+gets a record, in input order. Each publish expires (its `expiration`) when the run
+would give up on the job, so no job outlives the run in the request queue.
 
 Bad input lines are never published (they would only be dead-lettered): they get the
 same error records the local engine writes. Nor is a job above the fleet's size limit
@@ -350,6 +351,7 @@ class BrokerEngine:
                 message_id=f"{correlation_id}.{self._sends}",
                 timeout=self.timeout,
                 headers=None if sent is None else sent.headers,
+                expires_after=self._time_left(pending),
             )
         except LinkDown as exc:
             if sent is not None:
@@ -367,6 +369,13 @@ class BrokerEngine:
             sent.end()
         self.published += 1
         pending.deadline = loop.time() + self.timeout
+
+    def _time_left(self, pending: _Pending) -> float:
+        """How long this run still waits for the job: the attempts left, a timeout each.
+        The job is published to expire then, so that a job the run gives up on does not
+        outlive it in the request queue, to be rendered later (by a worker that was down
+        or busy) for a reply queue that is gone."""
+        return self.timeout * (ATTEMPTS - pending.attempts + 1)
 
     def _on_reply(self, correlation_id: str | None, body: bytes) -> None:
         token, _, seq_text = (correlation_id or "").rpartition(".")

@@ -128,11 +128,14 @@ def test_unknown_payload_fields_are_ignored(plain: Renderer) -> None:
         plain, job({"tier": 1, "temperature": 0.2, "goal": {"description": "g", "owner": "x"}})
     )
     assert body["status"] == "ok"
-    # The same prompt as without them, and (inside the payload) nothing to warn about.
+    # The same prompt as without them, and each named in a warning, by its path.
     assert body["messages"] == reply(plain, job(known))["messages"]
     assert "CURRENT GOAL: g\n" in body["messages"][0]["content"]
     assert "owner" not in body["messages"][0]["content"]
-    assert body["meta"]["warnings"] == []
+    assert body["meta"]["warnings"] == [
+        "unknown member 'system_prompt.temperature' of the job is ignored",
+        "unknown member 'system_prompt.goal.owner' of the job is ignored",
+    ]
 
 
 # ---- the example configuration --------------------------------------------------------

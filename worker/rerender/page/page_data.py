@@ -165,6 +165,7 @@ class PageCollector:
             )
         self.tally.add(record, number)
         if not record.get("bad_line"):
+            _check_pair(number, raw_in, record, where)
             self.jobs.add(record, number)
         kind = _kind(record.get("kind"))
         meta = record.get("meta")
@@ -476,6 +477,24 @@ def collect(
     except OSError as exc:
         raise PageError(f"{exc.filename or where}: cannot read: {exc.strerror}") from None
     return collector.data(input_name=str(input_path), output_name=where, partial=partial)
+
+
+def _check_pair(number: int, raw_in: bytes, record: dict[str, Any], where: str) -> None:
+    """Refuse a record that does not answer its input line: the output of another input
+    (its job ids differ) would otherwise read as a run with nothing changed. The job id
+    is looked for in the line's bytes first (no parse, every line); only a line without
+    it is parsed, in case it spells the id with escapes."""
+    job_id = record.get("job_id")
+    if not isinstance(job_id, str) or orjson.dumps(job_id) in raw_in:
+        return
+    line = parse_line(raw_in)
+    if line.job_id == job_id:
+        return
+    holds = f"job {line.job_id!r}" if line.job_id is not None else "no job"
+    raise PageError(
+        f"{where}: line {number:,} answers job {_text(job_id, ID_CHARS)!r} but the input's "
+        f"line {number:,} holds {holds}: is this the output of that input?"
+    )
 
 
 def _check_torn(raw_out: bytes, number: int, where: str) -> None:

@@ -42,6 +42,7 @@ ends the run with a message rather than a hang.
 
 import asyncio
 import contextlib
+import math
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -338,9 +339,12 @@ class RpcLink:
         message_id: str | None = None,
         timeout: float | None = None,  # noqa: ASYNC109
         headers: Mapping[str, str] | None = None,
+        expires_after: float | None = None,
     ) -> None:
         """Publish a job with reply_to set; returns once the broker confirmed it.
-        `headers`: the job's trace context (`traceparent`, `tracestate`), if any.
+        `headers`: the job's trace context (`traceparent`, `tracestate`), if any;
+        `expires_after`: seconds the job may wait in the request queue before the broker
+        drops it undelivered (the message's `expiration`), None: no limit.
 
         Raises `LinkDown` at once while the link is down, until its reply queue is
         consumed again: the owner publishes again when `on_resumed` runs."""
@@ -361,6 +365,8 @@ class RpcLink:
                 # id, and makes one up when none is given.
                 message_id=message_id,
                 headers=dict(headers) if headers else None,
+                # AMQP's expiration: milliseconds, as text.
+                expiration=None if expires_after is None else str(math.ceil(expires_after * 1000)),
             ),
             mandatory=True,
             timeout=timeout,
