@@ -14,6 +14,7 @@ from schemas.codes import ErrorCode
 __all__ = [
     "BudgetMeta",
     "CacheBreakpoint",
+    "CacheCut",
     "CacheMeta",
     "Elision",
     "ErrorCode",
@@ -73,17 +74,34 @@ class CacheBreakpoint(_ReplyModel):
     )
 
 
+class CacheCut(_ReplyModel):
+    message: int = Field(description="Index of the message the cut begins in.")
+    chars: int = Field(
+        description="Characters (Unicode code points) of that message before the point where "
+        "this prompt first departs from the job's whole prompt."
+    )
+    tokens: int = Field(description="Tokens of the prompt before that point, by `tokenizer`.")
+
+
 class CacheMeta(_ReplyModel):
     breakpoints: list[CacheBreakpoint] = Field(
         description="At most 4, in prompt order. On a later render of the same session that "
         "only grew (more history exchanges, investigation events, previous-stage events, "
         "earlier stages), the prompt is byte for byte the same up to each breakpoint, unless "
-        "that render cuts a block this one did not (its meta.budget.elisions differ). The "
-        "last one ends the longest prefix the worker can promise (CONTRACT.md §11.1)."
+        "that render cuts differently (its meta.budget.elisions differ): then only up to the "
+        "breakpoints at or before the earlier of the two renders' `cut` points. The last one "
+        "ends the longest prefix the worker can promise (CONTRACT.md §11.1)."
     )
     tokenizer: str = Field(description="The budget's tokenizer, else 'estimate'.")
     stable_tokens: int = Field(description="Tokens before the last breakpoint (0 if none).")
     prompt_tokens: int = Field(description="Tokens of the whole prompt, by the same tokenizer.")
+    cut: CacheCut | None = Field(
+        description="Where this render's cuts begin: the first point at which its prompt "
+        "departs from the job's whole prompt; null when nothing is cut. A render whose "
+        "meta.budget.elisions differ from the session's previous render's starts a new cut: "
+        "the two prompts are the same up to the earlier of their `cut` points at most, and a "
+        "provider's cache restarts there."
+    )
 
 
 class ReplyMeta(_ReplyModel):
@@ -104,7 +122,7 @@ class ReplyMeta(_ReplyModel):
     )
     cache: CacheMeta = Field(
         description="Cache breakpoints: how much of the prompt the session's next render "
-        "repeats (CONTRACT.md §11.1)."
+        "repeats, and where a new cut restarts the cache (CONTRACT.md §11.1)."
     )
 
 
