@@ -248,10 +248,7 @@ class Trimmer:
             items = self.lists.get(section.name)
             if items:
                 newest += self._count_item(section, items[-1])
-        for _, path in self.plan.texts:
-            text = get_at(self.job, path)
-            if isinstance(text, str):
-                self.counter.count(text)
+        self._count_texts()
         fixed = self._size(self.build(skeleton), skeleton)
         room = self.limit - fixed
         self._item_room = room + newest
@@ -274,6 +271,14 @@ class Trimmer:
                 if cuts is not None and floor > self.limit:
                     return cuts, True
         return cuts, False
+
+    def _count_texts(self) -> None:
+        """Counts the texts a middle cut may shorten as pieces: each is then tokenized
+        once for every prompt that holds it and for its shortening."""
+        for _, path in self.plan.texts:
+            text = get_at(self.job, path)
+            if isinstance(text, str):
+                self.counter.count(text)
 
     def _placeholder_tokens(self) -> int:
         """Tokens of the skeleton's markers, with their framing."""
@@ -374,7 +379,12 @@ class Trimmer:
     def fit(self, messages: Messages) -> Fitted | OverBudget:
         """`messages` (the job's, whole) fitted; the caller has found no bound under the
         budget that proves them to fit without counting."""
-        cuts, over = self._minimal_cuts() if self.tiers else (None, False)
+        cuts: list[int] | None = None
+        over = False
+        if self.tiers:
+            cuts, over = self._minimal_cuts()
+        else:
+            self._count_texts()
         if not over:
             size = self._size(messages, self.job)
             if size <= self.limit:
