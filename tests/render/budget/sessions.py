@@ -19,9 +19,14 @@ import json
 import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
+import orjson
+
 from tests.data import BENCH_JOBS, CONFORMANCE, read_jsonl
+from worker.render.budget import tokenizers
+from worker.render.renderer import Renderer
 
 Job = dict[str, Any]
 Messages = list[dict[str, str]]
@@ -82,6 +87,7 @@ class Draws:
         return low + self.below(high - low + 1)
 
 
+@cache  # a session repeats its items in every render
 def text(seed: int, chars: int) -> str:
     """About `chars` characters of log-like lines."""
     draws = Draws(seed)
@@ -185,22 +191,21 @@ class Shape:
 
 
 SHAPES: tuple[Shape, ...] = (
-    Shape("chat", lambda n: _chat("react", n, []), 40, 160),
-    Shape("chat_with_history", lambda n: _chat("react", n, None), 40, 160),
+    Shape("chat", lambda n: _chat("react", n, []), 40, 200),
+    Shape("chat_with_history", lambda n: _chat("react", n, None), 40, 200),
     Shape(
         "chat_growing_history",
         lambda n: _chat("native_thinking", 40, [exchange(i) for i in range(n)]),
         10,
         120,
     ),
-    Shape("native_thinking_chat", lambda n: _chat("native_thinking", n, []), 40, 160, 2),
+    Shape("native_thinking_chat", lambda n: _chat("native_thinking", n, []), 40, 160),
     Shape("stage_events", lambda n: _stage("react", [event(i, seed=5) for i in range(n)]), 40, 200),
     Shape(
         "synthesis_events",
         lambda n: _stage("synthesis", [event(i, seed=6) for i in range(n)]),
         40,
         160,
-        2,
     ),
     Shape(
         "stage_huge_events",
@@ -210,11 +215,46 @@ SHAPES: tuple[Shape, ...] = (
     ),
     Shape("stage_context", lambda n: _stage("react", None, stage_text(n)), 10, 120),
     Shape("legacy_react_history", lambda n: _legacy("legacy_react", n), 20, 160),
-    Shape("legacy_iterations", lambda n: _legacy("legacy_iterative_tool_selection", n), 20, 140),
+    Shape("legacy_iterations", lambda n: _legacy("legacy_iterative_tool_selection", n), 20, 200),
     Shape("legacy_chain_context", lambda n: _legacy("legacy_final_analysis", n), 10, 120),
 )
 SHAPES_BY_NAME = {shape.name: shape for shape in SHAPES}
+# Issue 45's trial: chats of 30 to 90 investigation events (with and without history)
+# and a stage of 20 to 70 previous-stage events, two events a render. A render adds 4-9%
+# of a 25% or 45% budget: more than the policy's figures allow for (docs/BUDGETS.md).
+TRIAL_SHAPES: tuple[Shape, ...] = (
+    Shape("trial_chat", lambda n: _chat("react", n, []), 30, 90, 2),
+    Shape("trial_chat_with_history", lambda n: _chat("react", n, None), 30, 90, 2),
+    Shape(
+        "trial_stage_events",
+        lambda n: _stage("react", [event(i, seed=5) for i in range(n)]),
+        20,
+        70,
+        2,
+    ),
+)
 SHARES = (0.25, 0.45, 0.70)
+
+
+def render(renderer: Renderer, job: Job) -> dict[str, Any]:
+    reply: dict[str, Any] = orjson.loads(renderer.render(orjson.dumps(job)).body)
+    return reply
+
+
+def budget_for(renderer: Renderer, shape: Shape, share: float, tokenizer: str) -> int:
+    """`share` of the size of the shape's largest render by `tokenizer`, as a caller
+    sizes a budget for a model that cannot take the whole session."""
+    reply = render(renderer, shape.job(shape.last))
+    counter = tokenizers.get(tokenizer)
+    return max(1, int(sum(counter.count(m["content"]) for m in reply["messages"]) * share))
+
+
+def rendered(
+    renderer: Renderer, shape: Shape, share: float, tokenizer: str, policy: str | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """The replies to the session at `share` of its largest render, and the budget."""
+    limit = budget_for(renderer, shape, share, tokenizer)
+    return [render(renderer, job) for job in session(shape, limit, tokenizer, policy)], limit
 
 
 def session(

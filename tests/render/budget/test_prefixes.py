@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from schemas.budget import Budget
+from schemas.budget import Budget, Policy
 from schemas.job import Job
 from tests.render.budget.jobs import event, investigation
 from worker.families import FAMILIES
@@ -16,7 +16,7 @@ from worker.render.renderer import Renderer
 END = "<!-- STAGE_CONTEXT_END -->"
 
 
-def grow(renderer: Renderer, block_share: int, policy: str = "tight") -> list[tuple[int, str]]:
+def grow(renderer: Renderer, block_share: int, policy: Policy = "tight") -> list[tuple[int, str]]:
     """(events left out, user message) of each render of a session growing event by
     event past its budget."""
 
@@ -42,7 +42,7 @@ def grow(renderer: Renderer, block_share: int, policy: str = "tight") -> list[tu
 
 
 @pytest.mark.parametrize("policy", ["tight", "cache"])
-def test_the_prefix_holds_until_a_new_block_is_cut(renderer: Renderer, policy: str) -> None:
+def test_the_prefix_holds_until_a_new_block_is_cut(renderer: Renderer, policy: Policy) -> None:
     renders = grow(renderer, block_share=8, policy=policy)
     cuts = [left_out for left_out, _ in renders]
     assert cuts == sorted(cuts), "what was left out never comes back"

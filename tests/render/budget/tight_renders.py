@@ -21,8 +21,7 @@ from typing import Any
 
 import orjson
 
-from tests.render.budget.sessions import SHAPES, Shape
-from worker.render.budget import tokenizers
+from tests.render.budget.sessions import SHAPES, Shape, budget_for
 from worker.render.renderer import Renderer
 
 PINNED = Path(__file__).with_name("tight_renders.jsonl")
@@ -42,13 +41,6 @@ def cases() -> Iterator[tuple[Shape, int, float, str]]:
                     yield shape, items, share, tokenizer
         for share in (0.25, 0.7):
             yield shape, shape.last, share, "o200k_base"
-
-
-def limit_of(renderer: Renderer, shape: Shape, share: float, tokenizer: str) -> int:
-    """`share` of the size of the shape's largest render by `tokenizer`."""
-    reply = orjson.loads(renderer.render(orjson.dumps(shape.job(shape.last))).body)
-    counter = tokenizers.get(tokenizer)
-    return max(1, int(sum(counter.count(m["content"]) for m in reply["messages"]) * share))
 
 
 def record(reply: dict[str, Any]) -> dict[str, Any]:
@@ -75,7 +67,7 @@ def main() -> None:
     for shape, items, share, tokenizer in cases():
         key = (shape.name, share, tokenizer)
         if key not in limits:
-            limits[key] = limit_of(renderer, shape, share, tokenizer)
+            limits[key] = budget_for(renderer, shape, share, tokenizer)
         limit = limits[key]
         body = job_of(shape, items, limit, tokenizer, args.policy)
         reply = orjson.loads(renderer.render(body).body)
