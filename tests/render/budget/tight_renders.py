@@ -2,14 +2,17 @@
 
 `tight_renders.jsonl` holds, for every case below, what the worker replied when the file
 was made: the SHA-256 of the reply's messages and its `meta.budget` (or the error code).
-It was made by the code of commit 8c1a1b7, before budgets had a policy, whose trimming
-is what `"policy": "tight"` promises to keep (CONTRACT.md §11); a case is a session of
-tests/render/budget/sessions.py at one size, a budget (a share of the session's largest
-render) and a tokenizer.
+A case is a session of sessions.py at one size, a budget (a share of the session's
+largest render) and a tokenizer. The file was made by the code of commit 8c1a1b7, from
+before budgets had a policy, whose trimming `"policy": "tight"` promises to keep
+(CONTRACT.md §11): that commit's tree with this module and sessions.py copied in,
 
-    .venv/bin/python -m tests.render.budget.tight_renders > tests/render/budget/tight_renders.jsonl
+    repo=$PWD && mkdir /tmp/before && git archive 8c1a1b7 | tar -x -C /tmp/before
+    cp tests/render/budget/{sessions,tight_renders}.py /tmp/before/tests/render/budget/
+    (cd /tmp/before && "$repo/.venv/bin/python" -m tests.render.budget.tight_renders) \
+        > tests/render/budget/tight_renders.jsonl
 
-makes it again from the code checked out (`--policy tight` once budgets have one).
+and this tree makes the same with `--policy tight`.
 """
 
 import argparse
