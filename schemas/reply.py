@@ -14,7 +14,6 @@ from schemas.codes import ErrorCode
 __all__ = [
     "BudgetMeta",
     "CacheBreakpoint",
-    "CacheCut",
     "CacheMeta",
     "Elision",
     "ErrorCode",
@@ -64,23 +63,16 @@ class BudgetMeta(_ReplyModel):
 
 
 class CacheBreakpoint(_ReplyModel):
-    message: int = Field(description="Index of the message the breakpoint is in.")
+    """A point of the prompt: a breakpoint, or where the cuts begin."""
+
+    message: int = Field(description="Index of the message the point is in.")
     chars: int = Field(
-        description="Characters (Unicode code points) of that message before the breakpoint."
+        description="Characters (Unicode code points) of that message before the point."
     )
     tokens: int = Field(
-        description="Tokens of the prompt before the breakpoint, by `tokenizer`: the counts "
+        description="Tokens of the prompt before the point, by `tokenizer`: the counts "
         "of the messages before it plus that of the message's first `chars` characters."
     )
-
-
-class CacheCut(_ReplyModel):
-    message: int = Field(description="Index of the message the cut begins in.")
-    chars: int = Field(
-        description="Characters (Unicode code points) of that message before the point where "
-        "this prompt first departs from the job's whole prompt."
-    )
-    tokens: int = Field(description="Tokens of the prompt before that point, by `tokenizer`.")
 
 
 class CacheMeta(_ReplyModel):
@@ -95,7 +87,7 @@ class CacheMeta(_ReplyModel):
     tokenizer: str = Field(description="The budget's tokenizer, else 'estimate'.")
     stable_tokens: int = Field(description="Tokens before the last breakpoint (0 if none).")
     prompt_tokens: int = Field(description="Tokens of the whole prompt, by the same tokenizer.")
-    cut: CacheCut | None = Field(
+    cut: CacheBreakpoint | None = Field(
         description="Where this render's cuts begin: the first point at which its prompt "
         "departs from the job's whole prompt; null when nothing is cut. A render whose "
         "meta.budget.elisions differ from the session's previous render's starts a new cut: "

@@ -26,6 +26,7 @@ import orjson
 
 from tests.data import BENCH_JOBS, CONFORMANCE, read_jsonl
 from worker.render.budget import tokenizers
+from worker.render.cache import common_prefix
 from worker.render.renderer import Renderer
 
 Job = dict[str, Any]
@@ -273,18 +274,6 @@ def session(
         job["job_id"] = f"{shape.name}-{count}"
         # The budget first: a catalogue is only skipped unparsed as the body's last member.
         yield {"budget": budget, **job}
-
-
-def common_prefix(a: str, b: str) -> int:
-    """The length of the longest common prefix of `a` and `b`."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[low:middle] == b[low:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 def repeats(before: Messages, after: Messages, message: int, chars: int) -> bool:
