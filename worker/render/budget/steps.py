@@ -45,7 +45,7 @@ SAMPLE_CHARS = 8192
 GRID_BITS = 4
 # The water level of shortened texts is rounded down to a multiple of the budget over
 # this, so that it stays where it is while the session grows.
-CAP_GRID = 32
+CAP_GRID = 64
 
 
 def grid_down(value: int) -> int:
