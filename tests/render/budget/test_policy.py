@@ -72,7 +72,14 @@ def _figures(renderer: Renderer, shape: str, share: float, tokenizer: str) -> Fi
 
 @pytest.mark.parametrize("share", SHARES)
 @pytest.mark.parametrize("shape", [shape.name for shape in SHAPES])
-@pytest.mark.parametrize("tokenizer", ["cl100k_base", "estimate"])
+@pytest.mark.parametrize(
+    "tokenizer",
+    [
+        "estimate",
+        # Minutes of CPU, tokenizing each render's newest items: the full suite's.
+        pytest.param("cl100k_base", marks=pytest.mark.slow),
+    ],
+)
 def test_a_growing_session_keeps_its_cached_prefix_and_uses_its_budget(
     renderer: Renderer, shape: str, share: float, tokenizer: str
 ) -> None:
