@@ -374,6 +374,10 @@ class Trimmer:
                     return self._step_up(cuts, size - freed)
         return cuts if freed else None
 
+    def _first_cut(self, cuts: list[int]) -> list[int]:
+        """The fewest items to cut (`_minimal_cuts`), rounded by the policy."""
+        return self._round_up(cuts) if self.tight else self._step_up(cuts, self._used_at_minimal)
+
     # -- the whole ------------------------------------------------------------------
 
     def fit(self, messages: Messages) -> Fitted | OverBudget:
@@ -392,12 +396,18 @@ class Trimmer:
             if not self.tiers:
                 return self._fit_middles(self.job, [], size)
             if cuts is None:
+                # Over by the exact count alone: the oldest item goes first.
+                none = [0] * len(self.tiers)
                 if self.tight:
-                    cuts = [1] + [0] * (len(self.tiers) - 1)
+                    cuts = self._round_up([1, *none[1:]])
                 else:
-                    cuts = self._step_more([0] * len(self.tiers), size - self.limit, size)
-        assert cuts is not None  # proven over means some cut was found
-        cuts = self._round_up(cuts) if self.tight else self._step_up(cuts, self._used_at_minimal)
+                    cuts = self._step_more(none, size - self.limit, size)
+                    assert cuts is not None  # there are items to cut
+            else:
+                cuts = self._first_cut(cuts)
+        else:
+            assert cuts is not None  # proven over means some cut was found
+            cuts = self._first_cut(cuts)
         while True:
             job, elisions = self._cut_job(cuts)
             candidate = self.build(job)
