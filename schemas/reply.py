@@ -91,8 +91,8 @@ class CacheMeta(_ReplyModel):
         description="Where this render's cuts begin: the first point at which its prompt "
         "departs from the job's whole prompt; null when nothing is cut. A render whose "
         "meta.budget.elisions differ from the session's previous render's starts a new cut: "
-        "the two prompts are the same up to the earlier of their `cut` points at most, and a "
-        "provider's cache restarts there."
+        "the previous render's breakpoints at or before the earlier of the two `cut` points "
+        "still hold, and a provider's cache restarts after them (CONTRACT.md §11.1)."
     )
 
 

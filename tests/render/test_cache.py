@@ -220,9 +220,10 @@ def test_every_breakpoint_holds_on_the_next_render_and_is_not_needlessly_short(
         whole_messages: Messages = whole_before["messages"]
         assert messages[:i] == whole_messages[:i]
         assert messages[i]["content"][:chars] == whole_messages[i]["content"][:chars]
-        assert messages[i]["content"][chars : chars + 1] != whole_messages[i]["content"][
-            chars : chars + 1
-        ]
+        assert (
+            messages[i]["content"][chars : chars + 1]
+            != whole_messages[i]["content"][chars : chars + 1]
+        )
         expected = sum(count(name, m["content"]) for m in messages[:i])
         assert cut["tokens"] == expected + count(name, messages[i]["content"][:chars])
 
