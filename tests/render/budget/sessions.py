@@ -221,8 +221,9 @@ SHAPES: tuple[Shape, ...] = (
 )
 SHAPES_BY_NAME = {shape.name: shape for shape in SHAPES}
 # Issue 45's trial: chats of 30 to 90 investigation events (with and without history)
-# and a stage of 20 to 70 previous-stage events, two events a render. A render adds 4-9%
-# of a 25% or 45% budget: more than the policy's figures allow for (docs/BUDGETS.md).
+# and a stage of 20 to 70 previous-stage events, two events a render. A render adds
+# 5-10% of a 25% or 45% budget: more than the targets allow for (docs/BUDGETS.md, "What
+# bounds these figures").
 TRIAL_SHAPES: tuple[Shape, ...] = (
     Shape("trial_chat", lambda n: _chat("react", n, []), 30, 90, 2),
     Shape("trial_chat_with_history", lambda n: _chat("react", n, None), 30, 90, 2),
@@ -263,13 +264,12 @@ def session(
     limit: int,
     tokenizer: str,
     policy: str | None = None,
-    sizes: range | None = None,
 ) -> Iterator[Job]:
     """The session's jobs, each under the budget of `limit` tokens."""
     budget: dict[str, Any] = {"max_prompt_tokens": limit, "tokenizer": tokenizer}
     if policy is not None:
         budget["policy"] = policy
-    for count in sizes or shape.sizes():
+    for count in shape.sizes():
         job = shape.job(count)
         job["job_id"] = f"{shape.name}-{count}"
         # The budget first: a catalogue is only skipped unparsed as the body's last member.
