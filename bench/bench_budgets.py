@@ -5,30 +5,41 @@ Five measurements, each in one sitting so that ratios compare like with like:
 1. **Stable prefixes.** A react investigation grows one event at a time, from well under
    its budget to `--renders` renders past it. For each render after the first trimmed
    one: the share of the prompt (characters of all messages, in order) that is a prefix
-   shared with the render before, i.e. what a provider's prompt cache can reuse. Ours
-   (block cuts) next to a naive sliding window that leaves out the oldest events one at
-   a time, just enough to fit (the same trimmer with one-item blocks).
+   shared with the render before, i.e. what a provider's prompt cache can reuse. The
+   `"cache"` policy (steps), `"tight"` (blocks of an eighth of the budget) and a naive
+   sliding window that leaves out the oldest events one at a time, just enough to fit
+   (`"tight"` with one-item blocks).
 2. **Budget use.** prompt_tokens / max_prompt_tokens of the trimmed renders.
 3. **Far under budget, and no budget.** A typical react job: the render time without a
    budget and with one far above its size (cl100k_base), side by side, and the cost of
    the cache breakpoints a budget-less reply carries (the family's growth point and the
    estimate's breakpoints), timed alone against the render.
 4. **A 1 MB investigation to 100k tokens**, with cl100k_base and with o200k_base: the
-   render time, how many characters were tokenized against the job's size, the time to
+   render time (under `"cache"`, the default, and `"tight"`), how many characters were tokenized against the job's size, the time to
    tokenize the reply's prompt once (what any exact count of it costs at the least), the
    render counting each candidate prompt whole (as before pieces.py), and the render
    counting with bpe-openai's Rust BPE instead of tiktoken (the choice of counting
    library), the cases in turn; wall and CPU (process) time, the latter less
    moved by other load; and the cacheable share of the reply (meta.cache).
-5. **Growing sessions by shape** (chat without history, chat with history, a chat whose
-   history grows, a stage of many small events, a stage of few huge events), each
-   budgeted at `--share` of its largest render by cl100k_base: the mean share of each
-   message that consecutive renders share as a prefix (over the renders that cut no new
-   block, and over all), and the cacheable share meta.cache reports next to the real
-   shared share (a breakpoint not kept would be counted).
+5. **Growing sessions by shape**: the sessions of tests/render/budget/sessions.py (chats
+   with and without history, a chat whose history outgrows its budget, stages with
+   previous-stage events, small and huge, a growing chain context, the legacy family's
+   growing ReAct history, iterations and chain context; one item a render) and the
+   trial of issue 45 (chats of 30 to 90 events and a stage of 20 to 70, two events a
+   render), each budgeted at 25%, 45% and 70% of its largest render by cl100k_base,
+   under `"cache"` and `"tight"`: what a caller pays for, over all the session's calls
+   (sessions.figures): the prefix stability (per message, the mean over every
+   consecutive pair, cuts included, of the share of the earlier render's message the
+   later one repeats; the least message), the cached share of the prompt tokens (tokens
+   before the last breakpoint of the previous call that the call repeats, over all prompt
+   tokens, the first call's included), the budget used (mean over the trimmed renders,
+   least at a render that starts a new cut, most), the renders that start a new cut, and
+   breakpoints not kept where CONTRACT.md §11.1 promises them (none, or the promise is
+   broken).
 
     .venv/bin/python bench/bench_budgets.py
     .venv/bin/python bench/bench_budgets.py --json
+    .venv/bin/python bench/bench_budgets.py --only shapes --shapes chat,stage_events
 """
 
 import argparse
@@ -46,8 +57,9 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from schemas.budget import Budget  # noqa: E402
+from schemas.budget import Budget, Policy  # noqa: E402
 from schemas.job import Job  # noqa: E402
+from tests.render.budget.sessions import SHAPES, SHARES, TRIAL_SHAPES, figures, rendered  # noqa: E402
 from worker.families import FAMILIES  # noqa: E402
 from worker.render.budget import Fitted, fit_to_budget, tokenizers  # noqa: E402
 from worker.render.budget.trim import BLOCK_SHARE  # noqa: E402
@@ -109,11 +121,6 @@ def session_events(count: int, seed: int = 7) -> list[dict[str, str]]:
     return events
 
 
-def chat_job() -> dict[str, Any]:
-    job: dict[str, Any] = json.loads((BENCH_JOBS / "typical_chat_job.json").read_text())
-    return job
-
-
 def base_job() -> dict[str, Any]:
     job: dict[str, Any] = json.loads((BENCH_JOBS / "typical_react_job.json").read_text())
     job["stage"].pop("previous_stage_context", None)
@@ -142,10 +149,12 @@ def shared_prefix(a: list[dict[str, str]], b: list[dict[str, str]]) -> float:
     return same / len(right)
 
 
-def grow(builds: Builds, renders: int, limit: int, block_share: int) -> dict[str, Any]:
+def grow(
+    builds: Builds, renders: int, limit: int, block_share: int, policy: Policy
+) -> dict[str, Any]:
     events = session_events(400)
     template = base_job()
-    budget = Budget(max_prompt_tokens=limit, tokenizer="cl100k_base")
+    budget = Budget(max_prompt_tokens=limit, tokenizer="cl100k_base", policy=policy)
     previous: list[dict[str, str]] | None = None
     fractions: list[float] = []
     usage: list[float] = []
@@ -177,180 +186,22 @@ def grow(builds: Builds, renders: int, limit: int, block_share: int) -> dict[str
     }
 
 
-def message_prefix_share(
-    before: list[dict[str, str]], after: list[dict[str, str]], of_before: bool = True
-) -> float:
-    """Mean over the messages of the share of each that `before` and `after` have as a
-    common prefix: of the earlier render's message (what a cache made from it serves
-    again), or of the later one's (`of_before` false; a large new item lowers it)."""
-    shares = []
-    for index, message in enumerate(after):
-        text = message["content"]
-        old = before[index]["content"] if index < len(before) else ""
-        whole = len(old) if of_before else len(text)
-        if not whole:
-            continue
-        same = next(
-            (i for i, (x, y) in enumerate(zip(old, text, strict=False)) if x != y),
-            min(len(old), len(text)),
-        )
-        shares.append(same / whole)
-    return statistics.fmean(shares) if shares else 1.0
-
-
-def shape_jobs(shape: str, count: int) -> dict[str, Any]:
-    """A session of shape `shape` with `count` items of what grows."""
-    rng_events = session_events(count, seed=3)
-    if shape == "chat_without_history":
-        job = chat_job()
-        job["chat"]["investigation_events"] = rng_events
-        job["chat"]["history"] = []
-        return job
-    if shape == "chat_events_with_history":
-        job = chat_job()  # its three history exchanges stay
-        job["chat"]["investigation_events"] = rng_events
-        return job
-    if shape == "chat_growing_history":
-        job = chat_job()
-        job["chat"]["investigation_events"] = session_events(60, seed=3)
-        job["chat"]["history"] = [
-            {
-                "user_question": f"follow-up {n}: what about {WORDS[n % len(WORDS)]}?",
-                "messages": [{"role": "assistant", "content": log_text(random.Random(n), 1500)}],
-            }
-            for n in range(count)
-        ]
-        return job
-    job = base_job()
-    if shape == "stage_many_small_events":
-        rng = random.Random(5)
-        job["stage"]["previous_stage_events"] = [
-            {
-                "event_type": "tool_result",
-                "content": f"[{n}] " + log_text(rng, rng.randint(80, 300)),
-            }
-            for n in range(count)
-        ]
-    elif shape == "stage_few_huge_events":
-        rng = random.Random(9)
-        job["stage"]["previous_stage_events"] = [
-            {
-                "event_type": "tool_result",
-                "content": f"[{n}] " + log_text(rng, rng.randint(15_000, 40_000)),
-            }
-            for n in range(count)
-        ]
-    else:
-        raise ValueError(shape)
-    return job
-
-
-# (shape, first and last size of the session) of the growing sessions measured.
-SHAPES = (
-    ("chat_without_history", 30, 90),
-    ("chat_events_with_history", 30, 90),
-    ("chat_growing_history", 4, 40),
-    ("stage_many_small_events", 100, 400),
-    ("stage_few_huge_events", 3, 24),
-)
-
-
-def grow_shapes(builds: Builds, tokenizer: str, share: float) -> dict[str, Any]:
-    """Each shape grown item by item, every render budgeted at `share` of the full
-    (largest) session by `tokenizer`: the mean common-prefix share of each message
-    between consecutive renders that cut the same blocks, how many renders cut a new
-    block, and the cacheable share meta.cache reports against the real one."""
-    renderer = builds.renderer
+def grow_shapes(shares: tuple[float, ...], names: set[str] | None) -> dict[str, Any]:
+    """Each shape of growing session at each share of its largest render, under either
+    policy, by cl100k_base: sessions.figures of its replies."""
+    renderer = Renderer()
     results: dict[str, Any] = {}
-    counter = tokenizers.get(tokenizer)
-    for shape, first, last in SHAPES:
-        full = shape_jobs(shape, last)
-        full_messages = builds(Job.model_validate(full))
-        limit = int(sum(counter.count(m["content"]) for m in full_messages) * share)
-        previous: dict[str, Any] | None = None
-        prefix_shares: list[float] = []
-        later_shares: list[float] = []
-        all_shares: list[float] = []
-        claimed_shares: list[float] = []
-        real_shares: list[float] = []
-        new_blocks = 0
-        broken = 0
-        for count in range(first, last + 1):
-            job = shape_jobs(shape, count)
-            job["budget"] = {"max_prompt_tokens": limit, "tokenizer": tokenizer}
-            reply = orjson.loads(renderer.render(orjson.dumps(job)).body)
-            assert reply["status"] == "ok", reply
-            cuts = [
-                (e["section"], e["items"], e["chars"]) for e in reply["meta"]["budget"]["elisions"]
-            ]
-            if previous is not None:
-                all_shares.append(message_prefix_share(previous["messages"], reply["messages"]))
-                if cuts != previous["cuts"]:
-                    new_blocks += 1
-                else:
-                    prefix_shares.append(
-                        message_prefix_share(previous["messages"], reply["messages"])
-                    )
-                    later_shares.append(
-                        message_prefix_share(
-                            previous["messages"], reply["messages"], of_before=False
-                        )
-                    )
-                    cache = previous["cache"]
-                    total = sum(len(m["content"]) for m in previous["messages"])
-                    claimed = 0
-                    if cache["breakpoints"]:
-                        point = cache["breakpoints"][-1]
-                        claimed = (
-                            sum(len(m["content"]) for m in previous["messages"][: point["message"]])
-                            + point["chars"]
-                        )
-                    real = shared_chars(previous["messages"], reply["messages"])
-                    broken += claimed > real
-                    claimed_shares.append(claimed / total)
-                    real_shares.append(real / total)
-            previous = {
-                "cuts": cuts,
-                "messages": reply["messages"],
-                "cache": reply["meta"]["cache"],
-            }
-        results[shape] = {
-            "renders": last - first + 1,
-            "renders_cutting_a_new_block": new_blocks,
-            "mean_message_prefix_share": round(statistics.fmean(prefix_shares), 3)
-            if prefix_shares
-            else None,
-            "min_message_prefix_share": round(min(prefix_shares), 3) if prefix_shares else None,
-            "mean_message_prefix_share_of_the_later_render": round(
-                statistics.fmean(later_shares), 3
-            )
-            if later_shares
-            else None,
-            "mean_message_prefix_share_every_render": round(statistics.fmean(all_shares), 3),
-            "mean_cacheable_share_reported": round(statistics.fmean(claimed_shares), 3)
-            if claimed_shares
-            else None,
-            "mean_shared_share_real": round(statistics.fmean(real_shares), 3)
-            if real_shares
-            else None,
-            "breakpoints_not_kept": broken,
-        }
-    return results
-
-
-def shared_chars(a: list[dict[str, str]], b: list[dict[str, str]]) -> int:
-    """Characters of `a`, in message order, up to where `b` first differs from it."""
-    shared = 0
-    for x, y in zip(a, b, strict=False):
-        if x == y:
-            shared += len(x["content"])
+    for shape in (*SHAPES, *TRIAL_SHAPES):
+        if names is not None and shape.name not in names:
             continue
-        shared += next(
-            (i for i, (p, q) in enumerate(zip(x["content"], y["content"], strict=False)) if p != q),
-            min(len(x["content"]), len(y["content"])),
-        )
-        break
-    return shared
+        for share in shares:
+            row: dict[str, Any] = {}
+            for policy in ("cache", "tight"):
+                replies, limit = rendered(renderer, shape, share, "cl100k_base", policy)
+                row[policy] = figures(replies, limit).as_dict()
+            row["budget"] = limit
+            results[f"{shape.name} at {share:.0%}"] = row
+    return results
 
 
 class CountingTokenizer:
@@ -517,6 +368,8 @@ def megabyte(repeat: int, name: str) -> dict[str, Any]:
             break
     job["stage"]["previous_stage_events"] = events
     body = orjson.dumps({"budget": {"max_prompt_tokens": 100_000, "tokenizer": name}, **job})
+    tight_budget = {"max_prompt_tokens": 100_000, "tokenizer": name, "policy": "tight"}
+    tight = orjson.dumps({"budget": tight_budget, **job})
     reply = orjson.loads(renderer.render(body).body)
     budget = reply["meta"]["budget"]
     cache = reply["meta"]["cache"]
@@ -539,6 +392,7 @@ def megabyte(repeat: int, name: str) -> dict[str, Any]:
 
     cases: dict[str, Any] = {
         "render": lambda: renderer.render(body),
+        "render_tight": lambda: renderer.render(tight),
         "render_counting_prompts_whole": render_with(counting_whole),
         "tokenize_reply_prompt_once": lambda: exact.count(prompt),
     }
@@ -561,44 +415,78 @@ def megabyte(repeat: int, name: str) -> dict[str, Any]:
     }
 
 
+PARTS = ("growing_session", "far_under_budget", "one_megabyte_to_100k_tokens", "shapes")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--renders", type=int, default=80, help="renders past the budget")
     parser.add_argument("--budget", type=int, default=16_000, help="max_prompt_tokens")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument(
-        "--share",
-        type=float,
-        default=0.45,
-        help="budget of the growing sessions by shape, as a share of the largest session",
+        "--shares",
+        default=",".join(str(share) for share in SHARES),
+        help="budgets of the growing sessions by shape, as shares of the largest render",
     )
+    parser.add_argument("--shapes", help="only these shapes of growing session (comma-separated)")
+    parser.add_argument("--only", choices=PARTS, action="append", help="only these parts")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    parts = set(args.only or PARTS)
+    shares = tuple(float(share) for share in args.shares.split(","))
+    shapes = set(args.shapes.split(",")) if args.shapes else None
 
     builds = Builds()
-    results = {
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "growing_session": {
+    results: dict[str, Any] = {"load_average": [round(x, 2) for x in os.getloadavg()]}
+    if "growing_session" in parts:
+        results["growing_session"] = {
             "budget": args.budget,
-            "ours": grow(builds, args.renders, args.budget, BLOCK_SHARE),
+            "cache": grow(builds, args.renders, args.budget, BLOCK_SHARE, "cache"),
+            "tight": grow(builds, args.renders, args.budget, BLOCK_SHARE, "tight"),
             # One-item blocks: the oldest events go one at a time, just enough to fit.
-            "naive_sliding_window": grow(builds, args.renders, args.budget, 10**9),
-        },
-        "far_under_budget": far_under(args.repeat * 30),
-        "one_megabyte_to_100k_tokens": {
+            "naive_sliding_window": grow(builds, args.renders, args.budget, 10**9, "tight"),
+        }
+    if "far_under_budget" in parts:
+        results["far_under_budget"] = far_under(args.repeat * 30)
+    if "one_megabyte_to_100k_tokens" in parts:
+        results["one_megabyte_to_100k_tokens"] = {
             name: megabyte(args.repeat * 3, name) for name in ("cl100k_base", "o200k_base")
-        },
-        "growing_sessions_by_shape": grow_shapes(builds, "cl100k_base", args.share),
-    }
+        }
+    if "shapes" in parts:
+        results["growing_sessions_by_shape"] = grow_shapes(shares, shapes)
+    results["load_average_at_the_end"] = [round(x, 2) for x in os.getloadavg()]
     if args.json:
         print(json.dumps(results, indent=2))
         return
     print(f"load average {results['load_average']}")
     for name, value in results.items():
-        if isinstance(value, dict):
+        if name == "growing_sessions_by_shape":
+            print_shapes(value)
+        elif isinstance(value, dict):
             print(f"\n{name}")
             for key, item in value.items():
                 print(f"  {key}: {item}")
+    print(f"\nload average at the end {results['load_average_at_the_end']}")
+
+
+def print_shapes(rows: dict[str, Any]) -> None:
+    print("\ngrowing sessions by shape (cache | tight)")
+    columns = ("prefix_stability", "cached_share", "mean_budget_use")
+    print(
+        f"  {'session':34} {'renders':>7} {'new cuts':>9}  "
+        + "  ".join(f"{c.replace('_', ' '):>21}" for c in columns)
+        + f"  {'least use at a cut':>18}"
+    )
+    for name, row in rows.items():
+        cache, tight = row["cache"], row["tight"]
+        cells = "  ".join(f"{cache[c]:>10.3f} | {tight[c]:<8.3f}" for c in columns)
+        least = cache["min_budget_use_at_a_new_cut"]
+        least_text = "-" if least is None else f"{least:.3f}"
+        print(
+            f"  {name:34} {cache['renders']:>7} {cache['new_cuts']:>4} | {tight['new_cuts']:<3}"
+            f"  {cells}  {least_text:>18}"
+            + ("" if cache["broken_breakpoints"] == 0 else "  BREAKPOINTS NOT KEPT")
+        )
 
 
 if __name__ == "__main__":

@@ -63,12 +63,14 @@ class BudgetMeta(_ReplyModel):
 
 
 class CacheBreakpoint(_ReplyModel):
-    message: int = Field(description="Index of the message the breakpoint is in.")
+    """A point of the prompt: a breakpoint, or where the cuts begin."""
+
+    message: int = Field(description="Index of the message the point is in.")
     chars: int = Field(
-        description="Characters (Unicode code points) of that message before the breakpoint."
+        description="Characters (Unicode code points) of that message before the point."
     )
     tokens: int = Field(
-        description="Tokens of the prompt before the breakpoint, by `tokenizer`: the counts "
+        description="Tokens of the prompt before the point, by `tokenizer`: the counts "
         "of the messages before it plus that of the message's first `chars` characters."
     )
 
@@ -78,12 +80,20 @@ class CacheMeta(_ReplyModel):
         description="At most 4, in prompt order. On a later render of the same session that "
         "only grew (more history exchanges, investigation events, previous-stage events, "
         "earlier stages), the prompt is byte for byte the same up to each breakpoint, unless "
-        "that render cuts a block this one did not (its meta.budget.elisions differ). The "
-        "last one ends the longest prefix the worker can promise (CONTRACT.md §11.1)."
+        "that render cuts differently (its meta.budget.elisions differ): then only up to the "
+        "breakpoints at or before the earlier of the two renders' `cut` points. The last one "
+        "ends the longest prefix the worker can promise (CONTRACT.md §11.1)."
     )
     tokenizer: str = Field(description="The budget's tokenizer, else 'estimate'.")
     stable_tokens: int = Field(description="Tokens before the last breakpoint (0 if none).")
     prompt_tokens: int = Field(description="Tokens of the whole prompt, by the same tokenizer.")
+    cut: CacheBreakpoint | None = Field(
+        description="Where this render's cuts begin: the first point at which its prompt "
+        "departs from the job's whole prompt; null when nothing is cut. A render whose "
+        "meta.budget.elisions differ from the session's previous render's starts a new cut: "
+        "the previous render's breakpoints at or before the earlier of the two `cut` points "
+        "still hold, and a provider's cache restarts after them (CONTRACT.md §11.1)."
+    )
 
 
 class ReplyMeta(_ReplyModel):
@@ -104,7 +114,7 @@ class ReplyMeta(_ReplyModel):
     )
     cache: CacheMeta = Field(
         description="Cache breakpoints: how much of the prompt the session's next render "
-        "repeats (CONTRACT.md §11.1)."
+        "repeats, and where a new cut restarts the cache (CONTRACT.md §11.1)."
     )
 
 

@@ -22,6 +22,7 @@ def test_render_names_the_flag_it_does_not_know() -> None:
     assert result.stderr.decode() == (
         "usage: prompt-worker render [-h] [--config PATH] [--workers N]\n"
         "                            [--budget TOKENS] [--tokenizer NAME]\n"
+        "                            [--policy {cache,tight}]\n"
         "                            [FILE|-]\n"
         "prompt-worker render: error: unrecognized arguments: --bogus\n"
     )

@@ -91,6 +91,8 @@ def test_budget_option_applies_to_jobs_without_one(tokenizer: str) -> None:
     ("options", "message"),
     [
         (("--tokenizer", "cl100k_base"), "--tokenizer needs --budget"),
+        (("--policy", "tight"), "--policy needs --budget"),
+        (("--budget", "100", "--policy", "loose"), "invalid choice: 'loose'"),
         (("--budget", "100", "--tokenizer", "p50k_base"), "'p50k_base' is not available"),
         (("--budget", "0"), "must be at least 1"),
     ],
@@ -287,3 +289,17 @@ def test_a_misspelt_member_inside_the_stage_is_warned_of() -> None:
     assert reply["meta"]["warnings"] == [
         "unknown member 'stage.agent_nme' of the job is ignored; did you mean 'stage.agent_name'?"
     ]
+
+
+def test_policy_option_is_the_policy_of_the_budget_option() -> None:
+    job = json.loads((BENCH_JOBS / "typical_react_job.json").read_text(encoding="utf-8"))
+    tight = {**job, "job_id": "tight", "budget": {"max_prompt_tokens": 3000, "policy": "tight"}}
+    cache = {**job, "job_id": "cache", "budget": {"max_prompt_tokens": 3000}}
+    stdin = "\n".join(json.dumps(j) for j in ({**job, "job_id": "bare"}, tight, cache)).encode()
+    config = str(BENCH_JOBS / "worker.yaml")
+    options = ("--budget", "3000", "--policy", "tight")
+    result = prompt_worker("render", "-", "--config", config, *options, stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    bare, own_tight, own_cache = replies(result.stdout)
+    assert bare["meta"]["budget"]["trimmed"]
+    assert bare["messages"] == own_tight["messages"] != own_cache["messages"]

@@ -7,8 +7,10 @@ taken from the implementation.
 from types import MappingProxyType
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from schemas.job import (
-    Chat,
     ChatExchange,
     HistoryMessage,
     Job,
@@ -22,7 +24,6 @@ from worker.families.instructions import compose_instructions
 from worker.families.mcp_servers import MCPServerRegistry
 from worker.families.tarsy import builder
 from worker.families.tarsy.chat import (
-    build_chat_user_message,
     format_chat_history,
     history_length,
 )
@@ -229,27 +230,40 @@ def test_chat_history_singular_and_empty() -> None:
     assert format_chat_history([]) == ""
 
 
-def test_the_history_length_is_the_formatted_lengths_of_the_history_last_built_or_not() -> None:
-    def exchanges(answer: str) -> list[ChatExchange]:
-        return [
-            ChatExchange(
-                user_question="why?",
-                messages=[HistoryMessage(role="assistant", content=answer)],
-            )
-        ]
-
-    built, other = exchanges("because"), exchanges("because of a much longer answer")
-    chat = Chat(user_question="now?", investigation_context="CONTEXT", history=built)
-    message = build_chat_user_message(chat, ["CONTEXT"], [])
-    assert format_chat_history(built) in message
-    # The history the message was just built with, and another one: each its own length.
+def test_the_history_length_is_the_length_of_the_formatted_history() -> None:
+    exchanges = [
+        ChatExchange(
+            user_question="why?", messages=[HistoryMessage(role="assistant", content="because")]
+        )
+    ]
     written = (
         f"\n{SEPARATOR}\n💬 CHAT HISTORY (1 previous exchange)\n{SEPARATOR}\n\n"
         "## Exchange 1\n\n**USER:**\nwhy?\n\n**ASSISTANT:**\nbecause\n\n"
     )
-    assert history_length(built) == len(written)
-    assert history_length(other) == len(format_chat_history(other))
-    assert history_length(other) == history_length(built) + len(" of a much longer answer")
+    assert format_chat_history(exchanges) == written
+    assert history_length(exchanges) == len(written)
+    assert history_length([]) == 0
+
+
+@given(
+    st.lists(
+        st.builds(
+            ChatExchange,
+            user_question=st.text(max_size=30),
+            messages=st.lists(
+                st.builds(
+                    HistoryMessage,
+                    role=st.sampled_from(["assistant", "user", "tool", "system"]),
+                    content=st.text(max_size=30),
+                ),
+                max_size=4,
+            ),
+        ),
+        max_size=12,
+    )
+)
+def test_the_history_length_is_measured_as_it_is_formatted(exchanges: list[ChatExchange]) -> None:
+    assert history_length(exchanges) == len(format_chat_history(exchanges))
 
 
 def test_chat_user_message_order_tools_context_history_task() -> None:

@@ -3,10 +3,12 @@
 Sessions of every kind grow between two renders (more stage events, investigation
 events, history exchanges, a longer chain context, more ReAct lines or iterations; the
 kinds with nothing that grows are rendered again as they are), with and without a
-budget. Every breakpoint of the first render must hold in the second unless the second
-cuts a different block; its token figures must be the tokenizer's own count of the
-prefix; and, when everything that can grow did grow, the last breakpoint must sit where
-the two renders really part, give or take the framing they happen to share.
+budget, under either policy. Every breakpoint of the first render must hold in the
+second unless the second cuts differently, and then still those up to the earlier of
+the two renders' cut points (`meta.cache.cut`, where each departs from its job's whole
+prompt); its token figures must be the tokenizer's own count of the prefix; and, when
+everything that can grow did grow, the last breakpoint must sit where the two renders
+really part, give or take the framing they happen to share.
 """
 
 import copy
@@ -177,6 +179,7 @@ def cuts(reply: dict[str, Any]) -> list[tuple[str, int, int]]:
     size=st.integers(min_value=1, max_value=60),
     tokenizer=st.sampled_from([None, "estimate", "cl100k_base", "o200k_base"]),
     percent=st.integers(min_value=25, max_value=150),
+    policy=st.sampled_from(["cache", "tight"]),
 )
 def test_every_breakpoint_holds_on_the_next_render_and_is_not_needlessly_short(
     conformance_renderer: Renderer,
@@ -186,13 +189,19 @@ def test_every_breakpoint_holds_on_the_next_render_and_is_not_needlessly_short(
     size: int,
     tokenizer: str | None,
     percent: int,
+    policy: str,
 ) -> None:
     before_job, after_job = grown(shape, start, size), grown(shape, start + more, size)
+    whole_before = render(conformance_renderer, before_job)
     if tokenizer is not None:
         full = render(conformance_renderer, after_job)
         assert full["status"] == "ok", full
         whole = sum(count(tokenizer, m["content"]) for m in full["messages"])
-        budget = {"max_prompt_tokens": max(1, whole * percent // 100), "tokenizer": tokenizer}
+        budget = {
+            "max_prompt_tokens": max(1, whole * percent // 100),
+            "tokenizer": tokenizer,
+            "policy": policy,
+        }
         before_job["budget"] = after_job["budget"] = budget
     before, after = (
         render(conformance_renderer, before_job),
@@ -202,6 +211,21 @@ def test_every_breakpoint_holds_on_the_next_render_and_is_not_needlessly_short(
     cache = before["meta"]["cache"]
     messages: Messages = before["messages"]
     name = tokenizer or "estimate"
+
+    # The cut point is where the prompt departs from the job's whole prompt.
+    cut = cache["cut"]
+    assert (cut is None) == (cuts(before) == [])
+    if cut is not None:
+        i, chars = cut["message"], cut["chars"]
+        whole_messages: Messages = whole_before["messages"]
+        assert messages[:i] == whole_messages[:i]
+        assert messages[i]["content"][:chars] == whole_messages[i]["content"][:chars]
+        assert (
+            messages[i]["content"][chars : chars + 1]
+            != whole_messages[i]["content"][chars : chars + 1]
+        )
+        expected = sum(count(name, m["content"]) for m in messages[:i])
+        assert cut["tokens"] == expected + count(name, messages[i]["content"][:chars])
 
     # The figures are the tokenizer's own counts.
     assert cache["tokenizer"] == name
@@ -216,11 +240,22 @@ def test_every_breakpoint_holds_on_the_next_render_and_is_not_needlessly_short(
         (p["message"], p["chars"]) for p in cache["breakpoints"]
     )
 
+    later: Messages = after["messages"]
     if cuts(before) != cuts(after):
-        event("a new block was cut: no promise")
+        # A new cut: the prompt holds up to the earlier of the two cut points.
+        bound = min(
+            (c["message"], c["chars"])
+            for c in (cache["cut"], after["meta"]["cache"]["cut"])
+            if c is not None
+        )
+        kept = [p for p in cache["breakpoints"] if (p["message"], p["chars"]) <= bound]
+        event(f"a new cut: {len(kept)} of {len(cache['breakpoints'])} breakpoints promised")
+        for point in kept:
+            i, chars = point["message"], point["chars"]
+            assert later[:i] == messages[:i], (shape, point)
+            assert later[i]["content"][:chars] == messages[i]["content"][:chars], (shape, point)
         return
     event("promise checked")
-    later: Messages = after["messages"]
     for point in cache["breakpoints"]:
         i, chars = point["message"], point["chars"]
         assert later[:i] == messages[:i], (shape, point)

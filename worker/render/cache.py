@@ -5,7 +5,10 @@ The family says where its prompt stops being stable as the session grows (its
 turns that point into at most four breakpoints, in prompt order, with the tokens before
 each:
 
-* the end of every message wholly before the point (the system message first), and
+* the end of every message wholly before the point (the system message first),
+* where a budgeted render's cuts begin, when that is before the point: a render that
+  cuts differently repeats the prompt up to there (`first_difference`), so the cache
+  restarts there rather than at the start, and
 * the point itself, when it is inside a message.
 
 When more than four qualify, the first (the system message's end) and the last three
@@ -36,8 +39,35 @@ def _estimate(text_length: int) -> int:
     return -(-text_length // 4)
 
 
-def positions(messages: Messages, stable: StablePoint) -> list[tuple[int, int]]:
-    """The breakpoints' (message, characters), at most MAX_BREAKPOINTS, in prompt order."""
+def first_difference(before: Messages, after: Messages) -> tuple[int, int]:
+    """(message, characters): where `after` first departs from `before`."""
+    for index, (old, new) in enumerate(zip(before, after, strict=False)):
+        if old == new:
+            continue
+        if old["role"] != new["role"]:
+            return index, 0
+        return index, common_prefix(old["content"], new["content"])
+    return min(len(before), len(after)), 0
+
+
+def common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix of `a` and `b`, comparing halving spans
+    (each a memory comparison): linear in the prefix, not a loop over characters."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def positions(
+    messages: Messages, stable: StablePoint, cut: tuple[int, int] | None = None
+) -> list[tuple[int, int]]:
+    """The breakpoints' (message, characters), at most MAX_BREAKPOINTS, in prompt order;
+    `cut`: where the render's cuts begin, if anything is cut."""
     if stable is None:
         whole, inside = len(messages), 0
     else:
@@ -46,6 +76,9 @@ def positions(messages: Messages, stable: StablePoint) -> list[tuple[int, int]]:
     found = [(j, len(messages[j]["content"])) for j in range(whole)]
     if inside > 0 and whole < len(messages):
         found.append((whole, min(inside, len(messages[whole]["content"]))))
+    if cut is not None and cut < (whole, inside) and cut not in found:
+        found.append(cut)
+        found.sort()
     found = [(j, chars) for j, chars in found if chars > 0]
     if len(found) > MAX_BREAKPOINTS:
         found = [found[0], *found[-(MAX_BREAKPOINTS - 1) :]]
@@ -69,10 +102,11 @@ def _seam_before(text: str, index: int) -> int | None:
 
 
 def _prefix_tokens(tokenizer: "Tokenizer", text: str, chars: int, total: int) -> int:
-    """Tokens of text[:chars], given `total`, the count of `text`."""
+    """Tokens of text[:chars], given `total`, the count of `text`: the prefix counted
+    alone, or, when it is the longer part, `total` less the rest's count."""
     if chars >= len(text):
         return total
-    if tokenizer.line_seams:
+    if tokenizer.line_seams and chars > len(text) - chars:
         seam = _seam_before(text, chars)
         if seam is not None:
             # text = text[:seam] + text[seam:], additive at the seam; so is text[:chars].
@@ -103,6 +137,7 @@ def estimate_cache_meta(messages: Messages, stable: StablePoint) -> dict[str, An
         "tokenizer": DEFAULT_TOKENIZER,
         "stable_tokens": breakpoints[-1]["tokens"] if breakpoints else 0,
         "prompt_tokens": tokens,
+        "cut": None,
     }
 
 
@@ -111,40 +146,40 @@ def cache_meta(
     stable: StablePoint,
     tokenizer: "Tokenizer | None" = None,
     message_tokens: Sequence[int] | None = None,
+    cut: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """`meta.cache`: by the estimate without `tokenizer`, else by it; `message_tokens`
-    are the messages' counts by it, when known."""
-    found = positions(messages, stable)
+    are the messages' counts by it, when known; `cut`: where the render's cuts begin."""
+    found = positions(messages, stable, cut)
     if tokenizer is None or tokenizer.name == DEFAULT_TOKENIZER:
         name = DEFAULT_TOKENIZER
         counts = [_estimate(len(m["content"])) for m in messages]
-        breakpoints = [
-            {
-                "message": j,
-                "chars": chars,
-                "tokens": sum(counts[:j]) + _estimate(chars),
-            }
-            for j, chars in found
-        ]
+
+        def prefix(j: int, chars: int) -> int:
+            return sum(counts[:j]) + _estimate(chars)
+
     else:
+        exact = tokenizer
         name = tokenizer.name
         counts = (
             list(message_tokens)
             if message_tokens is not None
             else tokenizer.count_many([m["content"] for m in messages])
         )
-        breakpoints = [
-            {
-                "message": j,
-                "chars": chars,
-                "tokens": sum(counts[:j])
-                + _prefix_tokens(tokenizer, messages[j]["content"], chars, counts[j]),
-            }
-            for j, chars in found
-        ]
+
+        def prefix(j: int, chars: int) -> int:
+            if j >= len(messages):
+                return sum(counts)
+            return sum(counts[:j]) + _prefix_tokens(exact, messages[j]["content"], chars, counts[j])
+
+    points = {point: prefix(*point) for point in found}
+    if cut is not None and cut not in points:
+        points[cut] = prefix(*cut)
+    breakpoints = [{"message": j, "chars": chars, "tokens": points[j, chars]} for j, chars in found]
     return {
         "breakpoints": breakpoints,
         "tokenizer": name,
         "stable_tokens": breakpoints[-1]["tokens"] if breakpoints else 0,
         "prompt_tokens": sum(counts),
+        "cut": None if cut is None else {"message": cut[0], "chars": cut[1], "tokens": points[cut]},
     }

@@ -20,7 +20,7 @@ from worker.families import FAMILIES, prepare_states
 from worker.families.base import Builder, Messages, RenderContext, StableEnd
 from worker.families.contributors import Contributors
 from worker.masking.masker import Masker
-from worker.render.cache import cache_meta, estimate_cache_meta
+from worker.render.cache import cache_meta, estimate_cache_meta, first_difference
 from worker.render.catalogue import CATALOGUES
 from worker.render.config import WorkerConfig
 from worker.render.decode import load_body, validate_job
@@ -185,10 +185,10 @@ class Renderer:
                 phases.append(("budget", built, time.perf_counter()))
                 if isinstance(fitted, RenderOutcome):
                     return fitted
+                cache = self._budgeted_cache(job, budget, spec.stable_end, fitted, messages)
                 messages = fitted.messages
                 budget_meta = fitted.meta(budget.max_prompt_tokens, budget.tokenizer)
                 tokens_left_out = fitted.tokens_left_out
-                cache = self._budgeted_cache(job, budget, spec.stable_end, fitted)
         except RecursionError:
             return too_deep(job.job_id, job.kind.value)
         except Exception as exc:
@@ -240,10 +240,11 @@ class Renderer:
 
     @staticmethod
     def _budgeted_cache(
-        job: Job, budget: Budget, stable_end: StableEnd, fitted: "Fitted"
+        job: Job, budget: Budget, stable_end: StableEnd, fitted: "Fitted", whole: Messages
     ) -> dict[str, Any]:
         """`meta.cache` of a budgeted reply: by the budget's tokenizer, at the stable
-        point of the job its messages were built from (trimmed or not)."""
+        point of the job its messages were built from (trimmed or not), its cut where
+        they depart from the `whole` job's."""
         from worker.render.budget import tokenizers
 
         built = fitted.job if fitted.job is not None else job
@@ -252,6 +253,7 @@ class Renderer:
             stable_end(built, fitted.messages),
             tokenizers.get(budget.tokenizer),
             fitted.message_tokens,
+            first_difference(whole, fitted.messages) if fitted.trimmed else None,
         )
 
     def _fit(

@@ -1,9 +1,12 @@
-"""Stable prefixes: a growing session keeps its prefix until a new block is cut."""
+"""Stable prefixes: a growing session keeps its prefix until a new block (`"tight"`) or
+step (`"cache"`) is cut."""
 
 import itertools
 from typing import Any
 
-from schemas.budget import Budget
+import pytest
+
+from schemas.budget import Budget, Policy
 from schemas.job import Job
 from tests.render.budget.jobs import event, investigation
 from worker.families import FAMILIES
@@ -13,7 +16,7 @@ from worker.render.renderer import Renderer
 END = "<!-- STAGE_CONTEXT_END -->"
 
 
-def grow(renderer: Renderer, block_share: int) -> list[tuple[int, str]]:
+def grow(renderer: Renderer, block_share: int, policy: Policy = "tight") -> list[tuple[int, str]]:
     """(events left out, user message) of each render of a session growing event by
     event past its budget."""
 
@@ -21,7 +24,7 @@ def grow(renderer: Renderer, block_share: int) -> list[tuple[int, str]]:
         messages = FAMILIES[job.kind].build(job, renderer.context).messages
         return renderer.contributors.apply(job, messages)
 
-    budget = Budget(max_prompt_tokens=6000)
+    budget = Budget(max_prompt_tokens=6000, policy=policy)
     template: dict[str, Any] = investigation(0)
     renders = []
     for count in range(1, 120):
@@ -38,8 +41,9 @@ def grow(renderer: Renderer, block_share: int) -> list[tuple[int, str]]:
     return renders
 
 
-def test_the_prefix_holds_until_a_new_block_is_cut(renderer: Renderer) -> None:
-    renders = grow(renderer, block_share=8)
+@pytest.mark.parametrize("policy", ["tight", "cache"])
+def test_the_prefix_holds_until_a_new_block_is_cut(renderer: Renderer, policy: Policy) -> None:
+    renders = grow(renderer, block_share=8, policy=policy)
     cuts = [left_out for left_out, _ in renders]
     assert cuts == sorted(cuts), "what was left out never comes back"
     assert cuts[-1] > 40, "the session grew well past its budget"
@@ -58,3 +62,11 @@ def test_one_item_blocks_are_a_sliding_window_that_breaks_more_often(renderer: R
     ours = {cut for cut, _ in grow(renderer, block_share=8)}
     window = {cut for cut, _ in grow(renderer, block_share=10**9)}
     assert len(window) > 2 * len(ours)
+
+
+def test_cache_steps_start_a_new_cut_less_often_than_tight_blocks(renderer: Renderer) -> None:
+    tight = [cut for cut, _ in grow(renderer, block_share=8)]
+    steps = [cut for cut, _ in grow(renderer, block_share=8, policy="cache")]
+    assert steps[-1] >= tight[-1] > 40
+    # Blocks are an eighth of the budget, steps most of half of it.
+    assert 2 * (len(set(steps)) - 1) <= len(set(tight)) - 1

@@ -92,9 +92,14 @@ def _last_item(job: dict[str, Any]) -> tuple[str, str] | None:
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(job=jobs(), percent=st.integers(min_value=-5, max_value=110), exact=st.booleans())
+@given(
+    job=jobs(),
+    percent=st.integers(min_value=-5, max_value=110),
+    exact=st.booleans(),
+    policy=st.sampled_from(["cache", "tight"]),
+)
 def test_a_budgeted_reply_fits_or_says_over_budget(
-    renderer: Renderer, job: dict[str, Any], percent: int, exact: bool
+    renderer: Renderer, job: dict[str, Any], percent: int, exact: bool, policy: str
 ) -> None:
     plain = render(renderer, job)
     tokenizer = tokenizers.get("cl100k_base" if exact else "estimate")
@@ -102,7 +107,8 @@ def test_a_budgeted_reply_fits_or_says_over_budget(
     # Budgets around the span between the bare job (nothing cuttable) and the whole.
     bare = sum(tokenizer.count(m["content"]) for m in render(renderer, _bare(job))["messages"])
     limit = max(1, bare + int((full - bare) * percent / 100))
-    budgeted = {**job, "budget": {"max_prompt_tokens": limit, "tokenizer": tokenizer.name}}
+    budget = {"max_prompt_tokens": limit, "tokenizer": tokenizer.name, "policy": policy}
+    budgeted = {**job, "budget": budget}
     reply = render(renderer, budgeted)
 
     # Deterministic: the same job gives the same reply.

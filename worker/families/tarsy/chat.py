@@ -16,11 +16,8 @@ _HISTORY_HEADINGS = {
 }
 
 
-# The last history a chat message was built with, and the length of its text: the
-# message's growth point (growth.py) is measured right after the build, and takes the
-# length from here rather than formatting the history a second time. Held with the
-# history itself, so an identity match is that very history.
-_built: tuple[Sequence[ChatExchange], int] | None = None
+# Between an exchange's question and what follows it, and after each message.
+_END = "\n\n"
 
 
 def history_heading(count: int) -> str:
@@ -31,13 +28,23 @@ def history_heading(count: int) -> str:
     )
 
 
+def _exchange_heading(number: int) -> str:
+    return f"## Exchange {number}\n\n**USER:**\n"
+
+
 def history_length(exchanges: Sequence[ChatExchange]) -> int:
-    """`len(format_chat_history(exchanges))`, without formatting it again when the last
-    chat message built was built with this history."""
-    built = _built
-    if built is not None and built[0] is exchanges:
-        return built[1]
-    return sum(map(len, chat_history_parts(exchanges)))
+    """`len(format_chat_history(exchanges))`, from the lengths of its texts: the growth
+    point of every chat reply (growth.py) measures the history, never formats it again."""
+    if not exchanges:
+        return 0
+    total = len(history_heading(len(exchanges)))
+    for number, exchange in enumerate(exchanges, start=1):
+        total += len(_exchange_heading(number)) + len(exchange.user_question) + len(_END)
+        for message in exchange.messages:
+            heading = _HISTORY_HEADINGS.get(message.role)
+            if heading is not None:
+                total += len(heading) + len(message.content) + len(_END)
+    return total
 
 
 def chat_history_parts(exchanges: Sequence[ChatExchange]) -> list[str]:
@@ -45,13 +52,13 @@ def chat_history_parts(exchanges: Sequence[ChatExchange]) -> list[str]:
         return []
     parts = [history_heading(len(exchanges))]
     for number, exchange in enumerate(exchanges, start=1):
-        parts.append(f"## Exchange {number}\n\n**USER:**\n{exchange.user_question}\n\n")
+        parts.append(_exchange_heading(number) + exchange.user_question + _END)
         for message in exchange.messages:
             heading = _HISTORY_HEADINGS.get(message.role)
             if heading is not None:
                 parts.append(heading)
                 parts.append(message.content)
-                parts.append("\n\n")
+                parts.append(_END)
     return parts
 
 
@@ -83,12 +90,9 @@ def build_chat_user_message(
     `investigation_context` is the context's pieces; everything is joined once (see
     `investigation_context_parts` for why).
     """
-    global _built
     parts = [available_tools_preamble(tools, tool_texts), *investigation_context]
     if chat.history:
-        history = chat_history_parts(chat.history)
-        _built = (chat.history, sum(map(len, history)))
         parts.append("\n")
-        parts.extend(history)
+        parts.extend(chat_history_parts(chat.history))
     parts.append(format_current_task(chat.user_question))
     return "".join(parts)

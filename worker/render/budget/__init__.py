@@ -35,6 +35,6 @@ def fit_to_budget(
         bound = sum(tokenizer.at_most(m["content"], tight=True) for m in messages)
     if bound <= limit:
         return Fitted(messages, bound, counted=tokenizer.name == DEFAULT_TOKENIZER)
-    return Trimmer(job, build, FAMILIES[job.kind].plan_for(job), limit, tokenizer, block_share).fit(
-        messages
-    )
+    plan = FAMILIES[job.kind].plan_for(job)
+    trimmer = Trimmer(job, build, plan, limit, tokenizer, block_share, budget.policy)
+    return trimmer.fit(messages)

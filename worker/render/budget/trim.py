@@ -12,10 +12,13 @@ The order of work keeps the common cases cheap and the large ones linear:
    block boundaries: a block is about 1/`BLOCK_SHARE` of the budget, measured in
    characters from the start of its list, so its boundaries stay where they are while
    a session grows and consecutive renders keep their prefix (provider prompt caches)
-   until a new block has to go.
+   until a new block has to go. That is the `"tight"` policy; under `"cache"` (the
+   default) cuts are rounded up to the end of a *step* instead, a share of the budget
+   (steps.py), so that a growing session starts a new cut rarely.
 3. **Middles.** When every cuttable item is gone and the prompt is still too large, the
    longest remaining texts are shortened to a common size (water-filling), their
-   beginning and end kept.
+   beginning and end kept; under `"cache"` the level and the middles cut move in steps
+   too, so that a text growing at its end keeps its beginning and marker.
 4. **Cannot fit.** With every text shortened to nothing, still too large: `OverBudget`.
 
 Each candidate prompt is counted exactly before it is accepted, so a prompt that goes
@@ -27,11 +30,13 @@ again to verify it.
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from schemas.budget import DEFAULT_POLICY, Policy
 from schemas.job import Job
 from worker.families.budget import ListSection, Path, Plan
-from worker.render.budget import markers
+from worker.render.budget import markers, steps
 from worker.render.budget.edits import get_at, set_at
 from worker.render.budget.meta import Elision, Fitted, OverBudget
 from worker.render.budget.pieces import PieceCounter
@@ -100,8 +105,10 @@ class Trimmer:
         limit: int,
         tokenizer: Tokenizer,
         block_share: int = BLOCK_SHARE,
+        policy: Policy = DEFAULT_POLICY,
     ) -> None:
         self.job = job
+        self.tight = policy == "tight"
         self.build = build
         self.plan = plan
         self.limit = limit
@@ -121,6 +128,12 @@ class Trimmer:
         self.counter = PieceCounter(tokenizer)
         # Each message's count in the prompt `_size` counted last.
         self.last_counts: list[int] = []
+        # Set by `_minimal_cuts` for the steps of "cache": the prompt's size by the guide
+        # counts with the fewest items cut, and the room of the cuttable material (the
+        # budget less the skeleton without its most recent items).
+        self._used_at_minimal = float(limit)
+        self._item_room = limit
+        self._steps: dict[int, int] = {}  # each tier's step, in characters
 
     def _tiers(self) -> list[_Tier]:
         first: list[_Tier] = []
@@ -230,16 +243,15 @@ class Trimmer:
         skeleton, _ = self._cut_job([len(t.indexes) for t in self.tiers], placeholder=True)
         # The most recent items and the texts stay in the skeleton: counted as pieces,
         # they are tokenized once for the skeleton and every candidate.
+        newest = 0
         for section in self.plan.lists:
             items = self.lists.get(section.name)
             if items:
-                self._count_item(section, items[-1])
-        for _, path in self.plan.texts:
-            text = get_at(self.job, path)
-            if isinstance(text, str):
-                self.counter.count(text)
+                newest += self._count_item(section, items[-1])
+        self._count_texts()
         fixed = self._size(self.build(skeleton), skeleton)
         room = self.limit - fixed
+        self._item_room = room + newest
         # What the whole prompt takes at least: the skeleton less its markers, plus every
         # item counted so far less what joining texts may save at their seams.
         floor = fixed - self._placeholder_tokens()
@@ -250,6 +262,7 @@ class Trimmer:
                 tokens = self._item_tokens(tier, position)
                 floor += tokens - ITEM_FRAMING - SEAM_TOKENS
                 if cuts is None and tokens > room:
+                    self._used_at_minimal = self.limit - room
                     cuts = [0] * len(self.tiers)
                     cuts[t] = position + 1
                     for earlier in range(t):
@@ -258,6 +271,14 @@ class Trimmer:
                 if cuts is not None and floor > self.limit:
                     return cuts, True
         return cuts, False
+
+    def _count_texts(self) -> None:
+        """Counts the texts a middle cut may shorten as pieces: each is then tokenized
+        once for every prompt that holds it and for its shortening."""
+        for _, path in self.plan.texts:
+            text = get_at(self.job, path)
+            if isinstance(text, str):
+                self.counter.count(text)
 
     def _placeholder_tokens(self) -> int:
         """Tokens of the skeleton's markers, with their framing."""
@@ -297,12 +318,77 @@ class Trimmer:
                     return cuts
         return cuts if freed else None
 
+    # -- steps ("cache") -------------------------------------------------------------
+
+    def _step(self, t: int) -> int:
+        """Tier t's step in characters, sized by its oldest items' tokens per character."""
+        step = self._steps.get(t)
+        if step is None:
+            tier = self.tiers[t]
+            chars = tokens = 0
+            for position, size in enumerate(tier.chars):
+                tokens += self._item_tokens(tier, position) - ITEM_FRAMING
+                chars += size
+                if chars >= steps.SAMPLE_CHARS:
+                    break
+            ratio = chars / tokens if tokens > 0 else CHARS_PER_TOKEN
+            step = self._steps[t] = steps.step_chars(self.limit, self._item_room, ratio)
+        return step
+
+    def _guess(self, tier: _Tier, position: int) -> float:
+        """An item's tokens: its count when counted, else scaled from its characters
+        (items beyond the cut are never tokenized)."""
+        counted = self.item_tokens.get((tier.section.name, tier.indexes[position]))
+        if counted is not None:
+            return counted
+        return tier.chars[position] * self._ratio() + ITEM_FRAMING
+
+    def _step_up(self, cuts: list[int], used: float) -> list[int]:
+        """Cuts extended to the end of a step of the tier cut partly (steps.choose_cut);
+        `used`: the prompt's tokens with `cuts`, by the guide counts."""
+        cuts = list(cuts)
+        for t, tier in enumerate(self.tiers):
+            if 0 < cuts[t] < len(tier.indexes):
+                cuts[t] = steps.choose_cut(
+                    tier.starts,
+                    cuts[t],
+                    self._step(t),
+                    used,
+                    self.limit,
+                    partial(self._guess, tier),
+                )
+                break
+        return cuts
+
+    def _step_more(self, cuts: list[int], tokens: int, size: int) -> list[int] | None:
+        """Cuts that leave out at least `tokens` more than `cuts` (by the guide counts),
+        then up to the end of a step; `size`: the prompt's tokens with `cuts`. None when
+        every item is already out."""
+        cuts = list(cuts)
+        freed = 0
+        for t, tier in enumerate(self.tiers):
+            while cuts[t] < len(tier.indexes):
+                freed += self._item_tokens(tier, cuts[t])
+                cuts[t] += 1
+                if freed >= tokens:
+                    return self._step_up(cuts, size - freed)
+        return cuts if freed else None
+
+    def _first_cut(self, cuts: list[int]) -> list[int]:
+        """The fewest items to cut (`_minimal_cuts`), rounded by the policy."""
+        return self._round_up(cuts) if self.tight else self._step_up(cuts, self._used_at_minimal)
+
     # -- the whole ------------------------------------------------------------------
 
     def fit(self, messages: Messages) -> Fitted | OverBudget:
         """`messages` (the job's, whole) fitted; the caller has found no bound under the
         budget that proves them to fit without counting."""
-        cuts, over = self._minimal_cuts() if self.tiers else (None, False)
+        cuts: list[int] | None = None
+        over = False
+        if self.tiers:
+            cuts, over = self._minimal_cuts()
+        else:
+            self._count_texts()
         if not over:
             size = self._size(messages, self.job)
             if size <= self.limit:
@@ -310,9 +396,18 @@ class Trimmer:
             if not self.tiers:
                 return self._fit_middles(self.job, [], size)
             if cuts is None:
-                cuts = [1] + [0] * (len(self.tiers) - 1)
-        assert cuts is not None  # proven over means some cut was found
-        cuts = self._round_up(cuts)
+                # Over by the exact count alone: the oldest item goes first.
+                none = [0] * len(self.tiers)
+                if self.tight:
+                    cuts = self._round_up([1, *none[1:]])
+                else:
+                    cuts = self._step_more(none, size - self.limit, size)
+                    assert cuts is not None  # there are items to cut
+            else:
+                cuts = self._first_cut(cuts)
+        else:
+            assert cuts is not None  # proven over means some cut was found
+            cuts = self._first_cut(cuts)
         while True:
             job, elisions = self._cut_job(cuts)
             candidate = self.build(job)
@@ -321,7 +416,10 @@ class Trimmer:
                 return Fitted(
                     candidate, size, elisions=elisions, job=job, message_tokens=self.last_counts
                 )
-            more = self._cut_more(cuts, size - self.limit)
+            if self.tight:
+                more = self._cut_more(cuts, size - self.limit)
+            else:
+                more = self._step_more(cuts, size - self.limit, size)
             if more is None:
                 return self._fit_middles(job, elisions, size)
             cuts = more
@@ -357,23 +455,47 @@ class Trimmer:
             if slot.tokens <= cap + marker_tokens:
                 continue  # its marker would cost what the cut saves
             length = len(slot.text)
-            keep = length * cap // slot.tokens
-            head = (keep + 1) // 2
-            tail = keep - head
-            gone = length - keep
-            tokens = slot.tokens - cap
+            if self.tight:
+                keep = length * cap // slot.tokens
+                head = (keep + 1) // 2
+                gone = length - keep
+                tokens = slot.tokens - cap
+            else:
+                window = steps.middle_window(
+                    length, slot.tokens, cap, self._head_ratio(slot.text), self.limit
+                )
+                if window is None:
+                    continue
+                head, gone = window
+                tokens = round(slot.tokens * gone / length)
             middle = markers.middle_left_out(gone)
-            text = slot.text[:head] + middle + slot.text[length - tail :]
+            text = slot.text[:head] + middle + slot.text[head + gone :]
             job = set_at(job, slot.path, text)
             elisions.append(Elision(slot.name, 1, gone, tokens))
         return job, elisions
+
+    def _head_ratio(self, text: str) -> float:
+        """Characters per token of a text's beginning, which a text growing at its end
+        keeps."""
+        sample = text[: steps.SAMPLE_CHARS]
+        tokens = self.counter.count(sample)
+        return len(sample) / tokens if tokens else CHARS_PER_TOKEN
+
+    def _level(self, slots: list[_Slot], excess: int, marker_tokens: int) -> int | None:
+        """The water level: under "cache" on a grid, so that it stays put as a session
+        grows."""
+        cap = _water_level(slots, excess, marker_tokens)
+        if cap is None or self.tight:
+            return cap
+        grid = steps.cap_step(self.limit)
+        return cap - cap % grid if cap >= grid else cap
 
     def _fit_middles(self, job: Job, elisions: list[Elision], size: int) -> Fitted | OverBudget:
         slots = self._slots(job)
         marker_tokens = self.tokenizer.count(markers.middle_left_out(markers.PLACEHOLDER_CHARS))
         excess = size - self.limit
         for _ in range(MIDDLE_ROUNDS):
-            cap = _water_level(slots, excess, marker_tokens)
+            cap = self._level(slots, excess, marker_tokens)
             if cap is None:
                 break
             shortened, cut = self._shorten(job, slots, cap, marker_tokens)
