@@ -26,7 +26,7 @@ from tests.masking.corpus.positions import (
 from worker.errors import ConfigError
 from worker.masking import fields
 from worker.masking.config import MaskingConfig
-from worker.masking.detectors import BUILTIN, Detector
+from worker.masking.detectors import BUILTIN, Detector, Edit
 from worker.masking.masker import REDACTION_NOTICE, Masker
 from worker.masking.paths import walk as _walk
 from worker.masking.text import TextView
@@ -364,7 +364,7 @@ def test_masking_disabled_leaves_secrets_and_builds_no_masker(
 # -- fail closed --------------------------------------------------------------------
 
 
-def _exploding(view: TextView) -> tuple[str, int]:
+def _exploding(view: TextView) -> list[Edit]:
     raise RuntimeError(f"detector bug on {view.text!r}")
 
 

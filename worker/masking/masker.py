@@ -26,7 +26,8 @@ from worker.masking.detectors import (
     FAILED,
     Anchor,
     Detector,
-    edits_result,
+    Edit,
+    apply_edits,
     is_basic_credentials,
 )
 from worker.masking.detectors.keys import (
@@ -86,12 +87,12 @@ def custom_detector(pattern: CustomPattern) -> Detector:
     replacement = pattern.replacement
     group: str | int = "secret" if "secret" in compiled.groupindex else 0
 
-    def apply(view: TextView) -> tuple[str, int]:
-        edits = []
+    def apply(view: TextView) -> list[Edit]:
+        edits: list[Edit] = []
         for start, end in compiled.spans(view.text, group):
             if end > start and not view.text.startswith(MASK_PREFIX, start):
                 edits.append((start, end, replacement))
-        return edits_result(view, edits)
+        return edits
 
     anchors = tuple(Anchor(a, caseless=pattern.ignore_case) for a in pattern.anchors)
     return Detector(pattern.name, "custom", replacement, anchors, apply)
@@ -197,12 +198,13 @@ class Masker:
                 position += 1
                 detector = self.detectors[index]
                 try:
-                    masked, count = detector.apply(view)
+                    applied = apply_edits(view.text, detector.apply(view))
                 except Exception as exc:
                     raise MaskingFailure(detector.name) from exc
-                if not count:
+                if not applied.count:
                     continue
-                counts[detector.name] = counts.get(detector.name, 0) + count
+                masked = applied.text
+                counts[detector.name] = counts.get(detector.name, 0) + applied.count
                 changed = True
                 if ungated:
                     view = TextView(masked)

@@ -14,9 +14,11 @@ from worker.masking.detectors.base import (
     REGISTERED,
     SECRETS,
     Anchor,
+    Applied,
     Detector,
+    Edit,
     Split,
-    edits_result,
+    apply_edits,
 )
 from worker.masking.detectors.kubernetes_docker import is_basic_credentials
 
@@ -30,9 +32,11 @@ __all__ = [
     "RESERVED_NAMES",
     "SECRETS",
     "Anchor",
+    "Applied",
     "Detector",
+    "Edit",
     "Split",
-    "edits_result",
+    "apply_edits",
     "is_basic_credentials",
 ]
 

@@ -9,7 +9,7 @@ from worker.masking.detectors.base import (
     SPACE,
     Anchor,
     Detector,
-    edits_result,
+    Edit,
     regex_detector,
     register,
 )
@@ -38,7 +38,7 @@ _URL_SIGNATURE = LinearPattern(
 )
 
 
-def _storage_credentials(view: TextView) -> tuple[str, int]:
+def _storage_credentials(view: TextView) -> list[Edit]:
     text = view.text
     edits = keys.find_values(view, keys.STORAGE_KEY)
     edits.extend((s, e, "[MASKED_SAS_TOKEN]") for s, e in _SAS_TOKEN.spans(text, "value"))
@@ -49,7 +49,7 @@ def _storage_credentials(view: TextView) -> tuple[str, int]:
         if not text.startswith(MASK_PREFIX, edit[0])
         and not is_placeholder_span(view, edit[0], edit[1])
     ]
-    return edits_result(view, edits)
+    return edits
 
 
 register(

@@ -24,8 +24,8 @@ from worker.masking.detectors.base import (
     Anchor,
     Apply,
     Confirm,
+    Edit,
     Split,
-    edits_result,
 )
 from worker.masking.text import (
     KEY_CHARS,
@@ -412,10 +412,10 @@ def key_anchor(keyword: str) -> Anchor:
 
 
 def keyvalue_detector(*rules: KeyValueRule) -> Apply:
-    def apply(view: TextView) -> tuple[str, int]:
+    def apply(view: TextView) -> list[Edit]:
         edits: list[tuple[int, int, str]] = []
         for rule in rules:
             edits.extend(find_values(view, rule))
-        return edits_result(view, edits)
+        return edits
 
     return apply

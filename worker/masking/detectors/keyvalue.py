@@ -12,8 +12,8 @@ from worker.masking.detectors.base import (
     SECRETS,
     Anchor,
     Detector,
+    Edit,
     chain,
-    edits_result,
     regex_detector,
     register,
 )
@@ -58,7 +58,7 @@ def _cookie_pairs(view: TextView, pos: int) -> tuple[list[tuple[int, int, int]],
         pos = gap.end()
 
 
-def _cookie(view: TextView) -> tuple[str, int]:
+def _cookie(view: TextView) -> list[Edit]:
     text = view.text
     edits: list[tuple[int, int, str]] = []
     # A key inside a list already read is one of its cookies, not another header.
@@ -86,7 +86,7 @@ def _cookie(view: TextView) -> tuple[str, int]:
                 and not is_placeholder_span(view, start, end)
             ):
                 edits.append((start, end, "[MASKED_COOKIE]"))
-    return edits_result(view, edits)
+    return edits
 
 
 # -- .netrc -----------------------------------------------------------------------------
@@ -107,13 +107,13 @@ _NETRC_DEFAULT = rf"default{_NETRC_FIELDS}"
 _NETRC_PASSWORD = LinearPattern(rf"(?:{_NETRC_MACHINE}|{_NETRC_DEFAULT})(?P<value>{_NETRC_TOKEN})")
 
 
-def _netrc(view: TextView) -> tuple[str, int]:
+def _netrc(view: TextView) -> list[Edit]:
     edits = [
         (start, end, "[MASKED_PASSWORD]")
         for start, end in _NETRC_PASSWORD.spans(view.text, "value")
         if not is_placeholder_span(view, start, end)
     ]
-    return edits_result(view, edits)
+    return edits
 
 
 register(

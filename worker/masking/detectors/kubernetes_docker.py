@@ -21,11 +21,12 @@ from worker.masking.detectors.base import (
     SECRETS,
     Anchor,
     Detector,
+    Edit,
     Split,
-    edits_result,
+    apply_edits,
     register,
 )
-from worker.masking.text import MASK_PREFIX, TextView, drop_overlaps, lines, splice
+from worker.masking.text import MASK_PREFIX, TextView, lines
 
 REPLACEMENT = "[MASKED_SECRET_VALUE]"
 DATA_KEYS = ("data", "stringData")
@@ -46,19 +47,21 @@ _FLOW_VALUE = re.compile(
 )
 
 
-def mask_secret_manifests(text: str) -> tuple[str, int]:
-    """`text` with its Secret values masked, and how many were."""
-    edits: list[tuple[int, int, str]] = []
+def secret_manifest_edits(text: str) -> list[Edit]:
+    """The edits masking the Secret values of `text`. An edit of a manifest escaped in
+    a JSON string rewrites the whole string, holding a mask per value."""
+    edits: list[Edit] = []
     if _JSON_KIND.search(text):
         edits.extend(_json_edits(text))
     if _YAML_KIND_ANYWHERE.search(text):
         edits.extend(_yaml_edits(text))
-    if not edits:
-        return text, 0
-    edits = drop_overlaps(edits)
-    # A nested edit (a manifest escaped in a JSON string) may hold several masks.
-    count = sum(e[2].count(REPLACEMENT) - text.count(REPLACEMENT, e[0], e[1]) for e in edits)
-    return splice(text, edits), count
+    return edits
+
+
+def mask_secret_manifests(text: str) -> tuple[str, int]:
+    """`text` with its Secret values masked, and how many were."""
+    applied = apply_edits(text, secret_manifest_edits(text))
+    return applied.text, applied.count
 
 
 def mask_secret_data(data: dict[Any, Any]) -> tuple[dict[Any, Any], int]:
@@ -363,13 +366,13 @@ _KUBECONFIG = re.compile(
 )
 
 
-def _kubeconfig(view: TextView) -> tuple[str, int]:
+def _kubeconfig(view: TextView) -> list[Edit]:
     edits = []
     for match in _KUBECONFIG.finditer(view.text):
         key = match.group("key")
         replacement = "[MASKED_PRIVATE_KEY]" if key == "client-key-data" else "[MASKED_CERTIFICATE]"
         edits.append((match.start("value"), match.end("value"), replacement))
-    return edits_result(view, edits)
+    return edits
 
 
 # -- Docker config `auth` -------------------------------------------------------------
@@ -388,7 +391,7 @@ def is_basic_credentials(value: str) -> bool:
     return b":" in decoded
 
 
-def _docker_auth(view: TextView) -> tuple[str, int]:
+def _docker_auth(view: TextView) -> list[Edit]:
     text = view.text
     edits = []
     for match in _DOCKER_AUTH.finditer(text):
@@ -396,7 +399,7 @@ def _docker_auth(view: TextView) -> tuple[str, int]:
             edits.append((match.start("value"), match.end("value"), "[MASKED_CREDENTIALS]"))
     if view.find_all("auths"):
         edits.extend(e for e in _registry_auths(view) if not text.startswith(MASK_PREFIX, e[0]))
-    return edits_result(view, edits)
+    return edits
 
 
 # -- container registry credentials ---------------------------------------------------
@@ -438,8 +441,8 @@ def _registry_auths(view: TextView) -> list[tuple[int, int, str]]:
     return edits
 
 
-def _secret_manifest(view: TextView) -> tuple[str, int]:
-    return mask_secret_manifests(view.text)
+def _secret_manifest(view: TextView) -> list[Edit]:
+    return secret_manifest_edits(view.text)
 
 
 register(

@@ -13,8 +13,8 @@ from worker.masking.detectors.base import (
     Anchor,
     Apply,
     Detector,
+    Edit,
     chain,
-    edits_result,
     regex_detector,
     register,
 )
@@ -42,7 +42,7 @@ _PEM = re.compile(
 def _pem_detector(private: bool) -> Apply:
     replacement = "[MASKED_PRIVATE_KEY]" if private else "[MASKED_CERTIFICATE]"
 
-    def apply(view: TextView) -> tuple[str, int]:
+    def apply(view: TextView) -> list[Edit]:
         text = view.text
         edits = []
         for match in _PEM.finditer(text):
@@ -54,7 +54,7 @@ def _pem_detector(private: bool) -> Apply:
                 if match.group("end") is None:
                     end = _trim_trailing_space(text, match.start("body"), end)
                 edits.append((match.start(), end, replacement))
-        return edits_result(view, edits)
+        return edits
 
     return apply
 
@@ -127,7 +127,7 @@ def _authorization_value(view: TextView, pos: int) -> tuple[int, int, str] | Non
     return start, end, scheme
 
 
-def _authorization(view: TextView) -> tuple[str, int]:
+def _authorization(view: TextView) -> list[Edit]:
     text = view.text
     edits: list[tuple[int, int, str]] = []
     for pos in view.find_all("authorization"):
@@ -146,7 +146,7 @@ def _authorization(view: TextView) -> tuple[str, int]:
                 value = match.group("value")
                 if looks_random(value) and not is_placeholder(value):
                     edits.append((match.start("value"), match.end("value"), "[MASKED_TOKEN]"))
-    return edits_result(view, edits)
+    return edits
 
 
 _PEM_ANCHOR = (Anchor("-----begin"),)

@@ -3,7 +3,7 @@ database URL, a broker URL, a Git remote), or a bare token used as its user name
 
 import re
 
-from worker.masking.detectors.base import SECRETS, SPACE, Anchor, Detector, edits_result, register
+from worker.masking.detectors.base import SECRETS, SPACE, Anchor, Detector, Edit, register
 from worker.masking.text import TextView, is_placeholder, looks_random
 
 # -- credentials in URLs --------------------------------------------------------------
@@ -15,10 +15,10 @@ _URL_USERINFO = re.compile(
 _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 
 
-def _url_credentials(view: TextView) -> tuple[str, int]:
+def _url_credentials(view: TextView) -> list[Edit]:
     text = view.text
     if "@" not in text:
-        return text, 0
+        return []
     edits = []
     for pos in view.find_all("://"):
         scheme_start = pos
@@ -37,7 +37,7 @@ def _url_credentials(view: TextView) -> tuple[str, int]:
                 # A bare token used as the user name (`https://<token>@github.com`).
                 if len(user) >= 20 and looks_random(user) and not is_placeholder(user):
                     edits.append((match.start("user"), match.end("user"), "[MASKED_TOKEN]"))
-    return edits_result(view, edits)
+    return edits
 
 
 register(
