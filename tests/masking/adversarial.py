@@ -49,6 +49,9 @@ _KEYS = (
     "AccountKey",
     "SharedAccessKey",
     "Cookie",
+    "credentials",
+    "ENCRYPTION_KEY",
+    "session_id",
 )
 _SEPARATORS = (": ", "=", ":", " = ", ': "', "='", '=\\"', '": "', '\\": \\"', ":\t")
 

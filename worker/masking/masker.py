@@ -29,19 +29,10 @@ from worker.masking.detectors import (
     Edit,
     apply_edits,
     is_basic_credentials,
-)
-from worker.masking.detectors.keys import (
-    normalise_key,
-    owns_api_key,
-    owns_aws_secret,
-    owns_cookie,
-    owns_password,
-    owns_private_key,
-    owns_secret,
-    owns_storage_key,
-    owns_token,
+    vocabulary,
 )
 from worker.masking.detectors.kubernetes_docker import mask_secret_data
+from worker.masking.detectors.values import is_reference
 from worker.masking.fields import DATA, all_paths
 from worker.masking.paths import (
     Run,
@@ -60,16 +51,19 @@ REDACTION_NOTICE = "[MASKED_FIELD: masking failed, content withheld]"
 _MAX_ROUNDS = 4
 
 # Keys whose string value is a credential in structured data, by the detector that
-# owns them (the same rules as `key: value` in text).
+# owns them (the same words as `key: value` in text).
 _KEY_RULES = (
-    ("aws_secret_access_key", owns_aws_secret, "[MASKED_AWS_SECRET_ACCESS_KEY]"),
-    ("password", owns_password, "[MASKED_PASSWORD]"),
-    ("secret", owns_secret, "[MASKED_SECRET]"),
-    ("api_key", owns_api_key, "[MASKED_API_KEY]"),
-    ("token", owns_token, "[MASKED_TOKEN]"),
-    ("private_key", owns_private_key, "[MASKED_PRIVATE_KEY]"),
-    ("cookie", owns_cookie, "[MASKED_COOKIE]"),
-    ("storage_credentials", owns_storage_key, "[MASKED_ACCOUNT_KEY]"),
+    ("aws_secret_access_key", vocabulary.AWS_SECRET),
+    ("password", vocabulary.PASSWORD),
+    ("secret", vocabulary.SECRET),
+    ("api_key", vocabulary.API_KEY),
+    ("token", vocabulary.TOKEN),
+    ("private_key", vocabulary.PRIVATE_KEY),
+    ("cookie", vocabulary.COOKIE),
+    ("storage_credentials", vocabulary.STORAGE_KEY),
+    ("credentials", vocabulary.CREDENTIALS),
+    ("encryption_key", vocabulary.ENCRYPTION_KEY),
+    ("session_id", vocabulary.SESSION),
 )
 _KEY_SHAPE = re.compile(r"[A-Za-z0-9_.-]+")
 # Which rule owns a key depends on the key alone: remembered per Masker, since
@@ -116,7 +110,7 @@ class Masker:
         detectors.extend(custom_detector(p) for p in config.patterns)
         self.detectors: tuple[Detector, ...] = tuple(detectors)
         self._enabled_names = frozenset(d.name for d in detectors)
-        self._key_rules: dict[str, tuple[str, str] | None] = {}
+        self._key_rules: dict[str, tuple[str, vocabulary.KeyValueRule] | None] = {}
         anchors: list[Anchor] = []
         anchor_ids: dict[Anchor, int] = {}
         gated: dict[int, list[int]] = {}
@@ -174,7 +168,12 @@ class Masker:
         return TextView(text, known)
 
     def _run(
-        self, text: str, hits: Hits | None, counts: dict[str, int], *, ungated: bool = False
+        self,
+        text: str,
+        hits: Hits | None,
+        counts: dict[str, int],
+        *,
+        ungated: bool = False,
     ) -> str:
         """Mask one text. Raises MaskingFailure naming the detector that failed.
 
@@ -366,23 +365,29 @@ class Masker:
         ):
             return "docker_auth", "[MASKED_CREDENTIALS]"
         try:
-            rule = self._key_rules[key]
+            owner = self._key_rules[key]
         except KeyError:
-            rule = self._key_rule(key)
+            owner = self._key_rule(key)
             if len(self._key_rules) >= _KEY_RULES_MEMO:  # keys are producer data
                 self._key_rules.clear()
-            self._key_rules[key] = rule
-        if rule is None or _not_a_credential(value):
+            self._key_rules[key] = owner
+        if owner is None or _not_a_credential(value):
             return None
-        return rule
+        name, rule = owner
+        if vocabulary.is_counter(key, value) or (
+            vocabulary.path_is_reference(rule, vocabulary.normalise_key(key))
+            and is_reference(value, 0, len(value))
+        ):
+            return None
+        return name, rule.replacement
 
-    def _key_rule(self, key: str) -> tuple[str, str] | None:
+    def _key_rule(self, key: str) -> tuple[str, vocabulary.KeyValueRule] | None:
         if not _KEY_SHAPE.fullmatch(key):
             return None
-        norm = normalise_key(key)
-        for name, owns, replacement in _KEY_RULES:
-            if name in self._enabled_names and owns(key, norm):
-                return name, replacement
+        norm = vocabulary.normalise_key(key)
+        for name, rule in _KEY_RULES:
+            if name in self._enabled_names and rule.owns(key, norm):
+                return name, rule
         return None
 
     def hits_by_id(self, leaves: list[str]) -> dict[int, Hits]:

@@ -62,6 +62,9 @@ ORDER = (
     "netrc",
     "password",
     "secret",
+    "credentials",
+    "encryption_key",
+    "session_id",
     "url_credentials",
     "email",
 )

@@ -3,7 +3,7 @@ shared access signatures, and the signatures of S3, GCS and Azure presigned URLs
 
 import re
 
-from worker.masking.detectors import keys
+from worker.masking.detectors import keys, vocabulary
 from worker.masking.detectors.base import (
     SECRETS,
     SPACE,
@@ -40,7 +40,7 @@ _URL_SIGNATURE = LinearPattern(
 
 def _storage_credentials(view: TextView) -> list[Edit]:
     text = view.text
-    edits = keys.find_values(view, keys.STORAGE_KEY)
+    edits = keys.find_values(view, vocabulary.STORAGE_KEY)
     edits.extend((s, e, "[MASKED_SAS_TOKEN]") for s, e in _SAS_TOKEN.spans(text, "value"))
     edits.extend((s, e, "[MASKED_SIGNATURE]") for s, e in _URL_SIGNATURE.spans(text, "value"))
     edits = [
@@ -63,16 +63,16 @@ register(
     Detector(
         "aws_secret_access_key",
         SECRETS,
-        keys.AWS_SECRET.replacement,
-        (key_anchor("secret"),),
-        keyvalue_detector(keys.AWS_SECRET),
+        vocabulary.AWS_SECRET.replacement,
+        tuple(key_anchor(k) for k in vocabulary.AWS_SECRET.keywords),
+        keyvalue_detector(vocabulary.AWS_SECRET),
     ),
     Detector(
         "storage_credentials",
         SECRETS,
         "[MASKED_ACCOUNT_KEY]",
         (
-            *(key_anchor(k) for k in keys.STORAGE_KEY.keywords),
+            *(key_anchor(k) for k in vocabulary.STORAGE_KEY.keywords),
             Anchor("sharedaccesssignature", pattern=_SAS_KEY),
             # Led by their literals, which Hyperscan finds cheaply (a leading `[?&;]`
             # made it try every `&` of every URL); the detector checks what precedes.

@@ -7,7 +7,7 @@ Where a key's value is, which keys name a credential, and the anchors of a keywo
 
 import re
 
-from worker.masking.detectors import keys
+from worker.masking.detectors import keys, vocabulary
 from worker.masking.detectors.base import (
     SECRETS,
     Anchor,
@@ -64,7 +64,7 @@ def _cookie(view: TextView) -> list[Edit]:
     # A key inside a list already read is one of its cookies, not another header.
     read_to = 0
     for key_start, key_end, key, norm in keys.keys_around(view, "cookie"):
-        if key_start < read_to or not keys.owns_cookie(key, norm):
+        if key_start < read_to or not vocabulary.owns_cookie(key, norm):
             continue
         gap = _COOKIE_SEPARATOR.match(text, key_end)
         if gap is None and key.startswith("--"):
@@ -116,6 +116,16 @@ def _netrc(view: TextView) -> list[Edit]:
     return edits
 
 
+def _rule_detector(name: str, rule: vocabulary.KeyValueRule) -> Detector:
+    return Detector(
+        name,
+        SECRETS,
+        rule.replacement,
+        tuple(key_anchor(k) for k in rule.keywords),
+        keyvalue_detector(rule),
+    )
+
+
 register(
     Detector(
         "cookie",
@@ -127,17 +137,13 @@ register(
     Detector(
         "token",
         SECRETS,
-        keys.TOKEN.replacement,
-        (key_anchor("token"), Anchor("sha256~")),
-        chain(regex_detector(_OPENSHIFT_TOKEN, "[MASKED_TOKEN]"), keyvalue_detector(keys.TOKEN)),
+        vocabulary.TOKEN.replacement,
+        (*(key_anchor(k) for k in vocabulary.TOKEN.keywords), Anchor("sha256~")),
+        chain(
+            regex_detector(_OPENSHIFT_TOKEN, "[MASKED_TOKEN]"), keyvalue_detector(vocabulary.TOKEN)
+        ),
     ),
-    Detector(
-        "api_key",
-        SECRETS,
-        keys.API_KEY.replacement,
-        tuple(key_anchor(k) for k in keys.API_KEY.keywords),
-        keyvalue_detector(keys.API_KEY),
-    ),
+    _rule_detector("api_key", vocabulary.API_KEY),
     Detector(
         "netrc",
         SECRETS,
@@ -150,18 +156,9 @@ register(
         ),
         _netrc,
     ),
-    Detector(
-        "password",
-        SECRETS,
-        keys.PASSWORD.replacement,
-        tuple(key_anchor(k) for k in keys.PASSWORD.keywords),
-        keyvalue_detector(keys.PASSWORD),
-    ),
-    Detector(
-        "secret",
-        SECRETS,
-        keys.SECRET.replacement,
-        (key_anchor("secret"),),
-        keyvalue_detector(keys.SECRET),
-    ),
+    _rule_detector("password", vocabulary.PASSWORD),
+    _rule_detector("secret", vocabulary.SECRET),
+    _rule_detector("credentials", vocabulary.CREDENTIALS),
+    _rule_detector("encryption_key", vocabulary.ENCRYPTION_KEY),
+    _rule_detector("session_id", vocabulary.SESSION),
 )

@@ -7,6 +7,7 @@ Bearer eyJ...` counts as a JWT, and its masked value is left alone after.
 
 import re
 
+from worker.masking.detectors import vocabulary
 from worker.masking.detectors.base import (
     LOOSE_QUOTE,
     SECRETS,
@@ -18,6 +19,7 @@ from worker.masking.detectors.base import (
     regex_detector,
     register,
 )
+from worker.masking.detectors.keys import key_anchor, keyvalue_detector
 from worker.masking.linear_regex import LinearPattern
 from worker.masking.text import (
     TextView,
@@ -156,10 +158,10 @@ register(
         "private_key",
         SECRETS,
         "[MASKED_PRIVATE_KEY]",
-        # In text a private key is a PEM block (service-account JSON included); a bare
-        # `private_key` value is only recognised in structured data, by its key.
-        _PEM_ANCHOR,
-        _pem_detector(private=True),
+        # A PEM block (service-account JSON included), or the value of a key naming a
+        # private key (`PRIVATE_KEY=...`, a path there being no key).
+        (*_PEM_ANCHOR, *(key_anchor(k) for k in vocabulary.PRIVATE_KEY.keywords)),
+        chain(_pem_detector(private=True), keyvalue_detector(vocabulary.PRIVATE_KEY)),
     ),
     Detector(
         "certificate", SECRETS, "[MASKED_CERTIFICATE]", _PEM_ANCHOR, _pem_detector(private=False)
