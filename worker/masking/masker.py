@@ -13,7 +13,7 @@ never the text.
 """
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -33,6 +33,7 @@ from worker.masking.detectors import (
 )
 from worker.masking.detectors.kubernetes_docker import mask_secret_data
 from worker.masking.detectors.values import is_reference
+from worker.masking.edit_log import EditLog
 from worker.masking.fields import DATA, all_paths
 from worker.masking.paths import (
     Run,
@@ -43,6 +44,7 @@ from worker.masking.paths import (
     parse_path,
 )
 from worker.masking.prefilter import Hits
+from worker.masking.prefixes import prefixed_lines
 from worker.masking.text import MASK_PREFIX, TextView, is_placeholder
 
 REDACTION_NOTICE = "[MASKED_FIELD: masking failed, content withheld]"
@@ -174,13 +176,25 @@ class Masker:
         counts: dict[str, int],
         *,
         ungated: bool = False,
+        log: EditLog | None = None,
     ) -> str:
         """Mask one text. Raises MaskingFailure naming the detector that failed.
 
         Detectors run in their fixed order; each runs when its anchor is in the text as
         it is at its turn (after a change the text is scanned again), so the result is
         the same as running every detector. Rounds repeat until one changes nothing.
+        First, lines that carry a log prefix are masked without it (`_through_prefixes`).
+        `log`, when given, records every edit in the positions of `text`.
         """
+        if log is None:
+            if ungated:
+                hits = self._all_anchors
+            elif hits is None:
+                hits = self.prefilter.scan([text]).get(0, {})
+            if hits:
+                masked = self._through_prefixes(text, counts, ungated)
+                if masked is not text:
+                    text, hits = masked, None
         for _ in range(_MAX_ROUNDS):
             if ungated:
                 hits = self._all_anchors
@@ -205,6 +219,8 @@ class Masker:
                 masked = applied.text
                 counts[detector.name] = counts.get(detector.name, 0) + applied.count
                 changed = True
+                if log is not None:
+                    log.add(applied.edits)
                 if ungated:
                     view = TextView(masked)
                     continue
@@ -220,6 +236,41 @@ class Masker:
             text = view.text
             hits = None  # the next round looks at the masked text afresh
         return text
+
+    def _through_prefixes(self, text: str, counts: dict[str, int], ungated: bool) -> str:
+        """`text` with what its prefixed lines hold masked as if they had no prefix: a
+        PEM block, a YAML document or a JSON value printed through `docker compose
+        logs` carries `web_1  | ` on every line (`worker.masking.prefixes`)."""
+        if "\n" not in text:
+            return text
+        prefixes = prefixed_lines(text)
+        if not prefixes:
+            return text
+        parts: list[str] = []
+        cuts: list[int] = []  # where, in the text without prefixes, each prefix stood
+        removed: list[int] = []  # how much was removed up to and with each prefix
+        last = total = 0
+        for prefix in prefixes:
+            parts.append(text[last : prefix.start])
+            cuts.append(prefix.start - total)
+            total += prefix.end - prefix.start
+            removed.append(total)
+            last = prefix.end
+        parts.append(text[last:])
+        stripped = "".join(parts)
+        log = EditLog()
+        masked = self._run(stripped, None, counts, ungated=ungated, log=log)
+        if masked is stripped:
+            return text
+
+        def at(pos: int, start: bool) -> int:
+            # An edit starting where a line's prefix was keeps the prefix; one ending
+            # there ends before it.
+            index = (bisect_right if start else bisect_left)(cuts, pos) - 1
+            return pos + (removed[index] if index >= 0 else 0)
+
+        edits = [(at(s, True), at(e, False), r) for s, e, r in log.edits()]
+        return apply_edits(text, edits).text
 
     def _guarded(self, text: str, hits: Hits | None, counts: Counter[str], where: str) -> str:
         # Counted apart so a field that fails half-way contributes only its failure.
