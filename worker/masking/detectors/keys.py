@@ -23,9 +23,7 @@ from worker.masking.detectors.base import (
     SPACE,
     Anchor,
     Apply,
-    Confirm,
     Edit,
-    Split,
 )
 from worker.masking.detectors.values import (
     Form,
@@ -53,6 +51,7 @@ from worker.masking.text import TextView, is_key_char
 # like a secret besides, where nothing but the key's shape says it is a mapping
 # (`aws_secret_access_key wJalr...` in the middle of a line).
 STRONG, LOOSE, SHAPED = 0, 1, 2
+BLOCK = 3  # a YAML block scalar's lines: STRONG, and no key inside them is one
 Found = tuple[int, int, int]  # (start, end, strength)
 
 # An operator after a key (a quote closing a quoted key before it), and a quote opening
@@ -77,9 +76,16 @@ _VALUE_BEFORE = re.compile(
     r"\bvalue\\{0,3}[\"']?[ \t]*[:=][ \t]*(?P<vq>\\{0,3}[\"'])?", re.IGNORECASE
 )
 _LOOK_BACK = 512  # how far back a name's value may stand (a bounded read per key)
+_ENTRY_LINES = 6  # how many lines before its name a YAML entry's value may stand
+_QUOTED_NAME = re.compile(r"(?:name|key)\\{0,3}[\"'][ \t]*:|(?:name|key)[ \t]*=", re.IGNORECASE)
+_ITEM = re.compile(r"[ \t]*-[ \t]")
+_VALUE_LINE = re.compile(r"[ \t]*(?:-[ \t]+)?value[ \t]*:[ \t]*(?P<vq>[\"'])?", re.IGNORECASE)
 _TAG = re.compile(r"<")
 _TAG_NAME = re.compile(r"[\w.:-]+")
-_TABLE_RULE = re.compile(r"[ \t]*\|?[ \t]*:?-{3,}")
+_HEADER_ROW = re.compile(r"[A-Z][A-Z_.\-]*(?:[ \t]+[A-Z][A-Z_.\-]*)*[ \t]*")
+# What may follow a quoted value's closing quote without going on with it.
+_AFTER_QUOTED = frozenset(" \t\r\n,;)]}>\\/#|")
+_TABLE_RULE = re.compile(r"[ \t]*(?:\|[ \t]*)?:?-{3,}")
 _HADOOP_VALUE = re.compile(r"(?:\s|\\[nrt]){0,40}<value>")
 _BLOCK_INDICATOR = re.compile(r"[|>][-+]?[0-9]?[-+]?[ \t]*(?:#[^\n]*)?(?=\r?\n|\\n|$)")
 _LINE_BREAK = re.compile(r"\r?\n|\\r\\n|\\n")
@@ -123,7 +129,7 @@ def find_values(view: TextView, rule: KeyValueRule) -> list[Edit]:
     edits: list[Edit] = []
     seen: set[tuple[int, int]] = set()
     for keyword in rule.keywords:
-        covered = 0  # a block scalar masked already holds no key of its own
+        covered = 0  # a value masked already (or a block scalar) holds no key of its own
         for key_start, key_end, key, norm in keys_around(view, keyword):
             if key_start < covered or (key_start, key_end) in seen:
                 continue
@@ -136,6 +142,9 @@ def find_values(view: TextView, rule: KeyValueRule) -> list[Edit]:
             if found is None:
                 continue
             start, end, strength = found
+            if strength == BLOCK:
+                covered = max(covered, end)  # its lines are its text, whatever it holds
+                strength = STRONG
             if not holds_a_value(view, start, end):
                 continue
             if is_variable(
@@ -144,8 +153,9 @@ def find_values(view: TextView, rule: KeyValueRule) -> list[Edit]:
                 continue
             if end - start <= 24 and is_counter(key, text[start:end]):
                 continue
-            if (strength or path_is_reference(rule, norm)) and is_reference(text, start, end):
-                continue
+            path_valued = path_is_reference(rule, norm) and text[key_start - 1 : key_start] != ";"
+            if (strength or path_valued) and is_reference(text, start, end):
+                continue  # (`PWD=/home/app` is a directory; ODBC's `;PWD=/x` no path)
             if strength >= LOOSE and reads_as_prose(text, start, end):
                 continue
             if strength == SHAPED and not shaped_like_secret(text, start, end):
@@ -189,11 +199,30 @@ def _after_operator(view: TextView, key_start: int, key: str, sep: re.Match[str]
     key_quote, op, value_quote = sep.group("kq"), sep.group("op"), sep.group("vq")
     if key_quote and not text.endswith(key_quote, 0, key_start):
         return None  # a closing quote with no opening one: not a quoted key
-    if op == "==":
+    gap = text[sep.start() + len(key_quote or "") : sep.start("op")]
+    if key.startswith("-") and gap:
+        return _after_blank(view, key_start, key_start + len(key), key)  # `--password ==x`
+    if (len(gap) > 1 or "\t" in gap) and sep.end("op") == sep.end() and not key_quote:
+        # A column's gap, then a value starting with `:` or `=` (`PASSWORD    :x`).
+        return _after_blank(view, key_start, key_start + len(key), key)
+    if op == "==" and (
+        sep.start("op") > sep.start() or text.startswith((" ", "\t"), sep.end("op"))
+    ):
         return None  # a comparison (`token == ""`), not an assignment
     start = sep.end()
+    if op == "==":
+        start -= 1  # `password==x`: the value is `=x`
     if value_quote:
-        return start, quoted_end(view, start, value_quote), STRONG
+        end = quoted_end(view, start, value_quote)
+        after = end + len(value_quote)
+        if end == start and after < len(text) and text[after] not in _AFTER_QUOTED:
+            start -= len(value_quote)  # `''x`: no quoted value, a word starting with quotes
+        if not key_quote and after < len(text) and text[after] not in _AFTER_QUOTED:
+            # More right after the closing quote (`'x'y`, a shell word; `''00`): the
+            # quoted part is only the value's start.
+            yaml = op in (":", "：") and _heads_line(view, key_start)
+            return start, value_end(view, after, Form.SCALAR if yaml else Form.WORD), STRONG
+        return start, end, STRONG
     outer = text[key_start - 1] if key_start > 0 and not key_quote else ""
     if outer in ("'", '"'):
         # A header inside a quoted argument (`-H 'X-API-Key: v'`) ends with the quote.
@@ -219,11 +248,14 @@ def _after_operator(view: TextView, key_start: int, key: str, sep: re.Match[str]
         return start, value_end(view, start, form), LOOSE
     if at_line_end:
         return None  # `password=` with nothing after it
+    if text.startswith("N'", start):  # SQL Server's Unicode string: `PASSWORD = N'x'`
+        return start + 2, quoted_end(view, start + 2, "'"), STRONG
+    before = text[key_start - 1] if key_start > 0 else "\n"
     if text.startswith("{", start) and not text.startswith("{{", start):
         end = quoted_end(view, start + 1, "{")  # a braced ODBC value: `Pwd={a;b}`
-        if '"' not in text[start:end] and ":" not in text[start:end]:
+        braced = text.startswith("}", end) and not any(c in text[start:end] for c in '":')
+        if braced and (before == ";" or end + 1 >= len(text) or text[end + 1] in "; \t\r\n"):
             return start + 1, end, STRONG
-    before = text[key_start - 1] if key_start > 0 else "\n"
     if before in "?&#":
         form = Form.URL_PARAM
     elif before == ";":
@@ -253,8 +285,8 @@ def _after_blank(view: TextView, key_start: int, key_end: int, key: str) -> Foun
         if first in "\"'":
             return start + 1, quoted_end(view, start + 1, first), STRONG
         return start, value_end(view, start, Form.WORD), STRONG
-    if first == "|":
-        if not _in_cell(text, key_start) or _table_header(view, key_start):
+    if first == "|" and _in_cell(text, key_start):
+        if _table_header(view, key_start):
             return None
         cell = _BLANKS.match(text, start + 1)
         start = cell.end() if cell else start + 1
@@ -269,7 +301,7 @@ def _after_blank(view: TextView, key_start: int, key_end: int, key: str) -> Foun
         return start + 1, quoted_end(view, start + 1, first), STRONG
     blanks = text[key_end:start]
     if blanks.strip("\t") == "" or (len(blanks) > 1 and blanks.strip(" ") == ""):
-        if key.isupper() and _upper_word(text, start):
+        if key.isupper() and _header_row(view, key_start):
             return None  # a table's header row: `USER   PASSWORD   HOST`
         return start, value_end(view, start, Form.COLUMN), LOOSE
     if key.lower() in _DIRECTIVES:
@@ -288,9 +320,18 @@ def _names_password(key: str) -> bool:
 
 
 def _table_header(view: TextView, pos: int) -> bool:
-    """Whether the line holding `pos` heads a Markdown table (a rule line follows)."""
-    line = _next_line(view, pos)
-    return line is not None and _TABLE_RULE.match(view.text, line[0], line[1]) is not None
+    """Whether the line holding `pos` heads a Markdown table (a rule line follows);
+    decided once per line."""
+    line = view.line_start(pos)
+    headers = view.cache.setdefault("table_headers", {})
+    assert isinstance(headers, dict)
+    found = headers.get(line)
+    if found is None:
+        following = _next_line(view, pos)
+        found = headers[line] = following is not None and bool(
+            _TABLE_RULE.match(view.text, following[0], following[1])
+        )
+    return bool(found)
 
 
 def _compound(key: str) -> bool:
@@ -301,11 +342,10 @@ def _compound(key: str) -> bool:
     )
 
 
-def _upper_word(text: str, start: int) -> bool:
-    end = start
-    while end < len(text) and (text[end].isalpha() or text[end] == "_"):
-        end += 1
-    return end > start and text[start:end].isupper() and (end == len(text) or text[end].isspace())
+def _header_row(view: TextView, pos: int) -> bool:
+    """Whether the line holding `pos` is a table's header: upper-case words only."""
+    content, _ = _line_head(view, pos)
+    return _HEADER_ROW.fullmatch(view.text, content, view.line_end(pos)) is not None
 
 
 def _in_cell(text: str, key_start: int) -> bool:
@@ -315,29 +355,43 @@ def _in_cell(text: str, key_start: int) -> bool:
     return i > 0 and text[i - 1] == "|"
 
 
+def _line_head(view: TextView, pos: int) -> tuple[int, int]:
+    """Where the content of the line holding `pos` starts (after a log prefix), and
+    where its head ends (indentation, list markers, Markdown quotes and table bars):
+    read once per line, however many keys it holds."""
+    text = view.text
+    line = view.line_start(pos)
+    heads = view.cache.setdefault("line_heads", {})
+    assert isinstance(heads, dict)
+    found = heads.get(line)
+    if found is None:
+        end = view.line_end(line)
+        content = prefix_end(text, line, end)
+        head = content
+        while head < end and text[head] in _HEAD:
+            head += 1
+        found = heads[line] = (content, head)
+    return cast("tuple[int, int]", found)
+
+
 def _heads_line(view: TextView, key_start: int) -> bool:
     """Whether the key begins its line's content: after the line's start, a log prefix,
     indentation, list markers, Markdown quotes or table bars, `export`."""
-    text = view.text
-    line = view.line_start(key_start)
-    pos = prefix_end(text, line, key_start)
-    while pos < key_start and text[pos] in _HEAD:
-        pos += 1
-    export = _EXPORT.match(text, pos, key_start)
-    if export is not None:
-        pos = export.end()
-    return pos == key_start
+    _, head = _line_head(view, key_start)
+    if head == key_start:
+        return True
+    export = _EXPORT.match(view.text, head, key_start)
+    return export is not None and export.end() == key_start
 
 
 def _indent(view: TextView, pos: int) -> int:
     """The indentation of the line holding `pos` (after a log prefix)."""
     text = view.text
-    line = view.line_start(pos)
-    start = prefix_end(text, line, pos)
-    end = start
-    while end < pos and text[end] in " \t":
+    content, head = _line_head(view, pos)
+    end = content
+    while end < head and text[end] in " \t":
         end += 1
-    return end - start
+    return end - content
 
 
 def _next_line(view: TextView, pos: int) -> tuple[int, int] | None:
@@ -392,7 +446,7 @@ def _block_value(view: TextView, key_start: int, pos: int) -> Found | None:
                 first = content
             last = view.blank_run_start(end)
         line = _next_line(view, end)
-    return (first, last, STRONG) if first >= 0 else None
+    return (first, last, BLOCK) if first >= 0 else None
 
 
 def _pair_value(view: TextView, name: int, key_end: int) -> Found | None:
@@ -417,60 +471,85 @@ def _pair_value(view: TextView, name: int, key_end: int) -> Found | None:
 def _value_before(view: TextView, name: int) -> Found | None:
     """`- value: x` / `  name: DB_PASSWORD`, `{"value": "x", "name": "DB_PASSWORD"}`,
     `<add value="x" key="Password"/>`: the value written before the name, within its
-    entry (bounded: an entry's own lines)."""
+    entry (bounded: an entry's own few lines, or its braces or tag on its line)."""
     text = view.text
-    floor = max(0, name - _LOOK_BACK)
-    # The entry starts at its list item (`- `), its brace or its tag, whichever is last.
-    brace = max(text.rfind("{", floor, name), text.rfind("<", floor, name))
-    item = text.rfind("- ", floor, name)
-    if item >= 0 and (item == 0 or text[item - 1] in " \t\n") and text.rfind("\n", item, name) < 0:
+    quoted = _QUOTED_NAME.match(text, name)
+    if quoted is not None:
+        # JSON (`"name": "X"`) or an XML attribute (`key="X"`): on the entry's line,
+        # after its opening brace or tag.
+        line = view.line_start(name)
+        found = None
+        for match in _VALUE_BEFORE.finditer(text, max(line, name - _LOOK_BACK), name):
+            found = match
+        if found is None or not found.group("vq"):
+            return None
+        start = found.end()
+        end = quoted_end(view, start, found.group("vq"))
+        between = text[end:name]
+        if end > name or any(c in between for c in "{}<>"):
+            return None  # the value of another entry
+        return start, end, STRONG
+    # YAML: the entry's lines before the name's, back to its `- ` (a few at most).
+    line = view.line_start(name)
+    if _ITEM.match(text, line, name):
         return None  # `- name: X` starts the entry: its value comes after it
-    floor = max(floor, brace, item)
-    last = None
-    for match in _VALUE_BEFORE.finditer(text, floor, name):
-        last = match
-    if last is None:
-        return None
-    start = last.end()
-    quote = last.group("vq")
-    end = quoted_end(view, start, quote) if quote else value_end(view, start, Form.SCALAR)
-    return (start, min(end, name), STRONG) if start < name else None
+    for _ in range(_ENTRY_LINES):
+        if line == 0:
+            return None
+        previous = view.line_start(line - 1 if text[line - 1] == "\n" else line - 2)
+        value = _VALUE_LINE.match(text, previous, line)
+        if value is not None:
+            start = value.end()
+            if value.group("vq"):
+                return start, quoted_end(view, start, value.group("vq")), STRONG
+            return start, value_end(view, start, Form.SCALAR), STRONG
+        if _ITEM.match(text, previous, line):
+            return None  # the entry started without a value
+        line = previous
+    return None
 
 
 # -- anchors ------------------------------------------------------------------------------
 
-# Key characters after a keyword, ASCII or not (`contraseña`).
-_TAIL = r"(?:[A-Za-z0-9_.\-]|[^\x00-\x7f])*"
-_TO_TEXT_END = re.compile(rf"{_TAIL}(?:\\{{0,3}}[\"'])?[ \t]*\Z")
-
-
-def _ends_text(length: int) -> Confirm:
-    """Whether the last occurrence of a keyword of `length` characters ends its text as
-    a key (a name whose value stood before it, at the very end of a text)."""
-
-    def confirm(text: str, starts: list[int]) -> bool:
-        return bool(starts) and _TO_TEXT_END.match(text, starts[-1] + length) is not None
-
-    return confirm
+# Key characters after a keyword. ASCII, but for the keywords whose words go on with
+# other letters (`contrase` of `contraseña`, `jelsz` of `jelszó`): the detectors own no
+# key whose end is beyond ASCII otherwise (the tail of an owned key is a qualifier).
+_TAIL = r"[A-Za-z0-9_.\-]*"
+_WIDE_TAIL = r"(?:[A-Za-z0-9_.\-]|[^\x00-\x7f])*"
+_WIDE = frozenset({"contrase", "jelsz"})
 
 
 @cache  # one Anchor per keyword: detectors sharing it share its prefilter work
 def key_anchor(keyword: str) -> Anchor:
     """Where `find_values` can match: a key holding `keyword` followed by an operator, a
-    table bar, a tag, a line break or the end of a JSON pair (a name whose value comes
-    before or after it), or a blank and more text."""
+    table bar, a tag, a line break, a quote closing a name and the end of its pair or
+    element (a name whose value comes before or after it), or a blank and more text."""
     k = re.escape(keyword).replace("\\ ", " ")
-    key = rf"{k}{_TAIL}{QUOTE}"
-    after = rf"[ \t]*(?:[:=|<>,}}]|：|＝|[\r\n]|\\[nr])|[ \t]+[^{SPACE}\x00]"
-    quick = rf"{key}(?:{after})"
-    # Hyperscan has no end of text but the buffer's (a job's texts are scanned joined):
-    # a key ending its text is confirmed in Python at the keyword's last occurrence.
+    tail = _WIDE_TAIL if keyword in _WIDE else _TAIL
+    after = (
+        rf"{QUOTE}[ \t]*(?:[:=|<>]|：|＝|[\r\n]|\\[nr])"
+        rf"|\\{{0,3}}[\"'][ \t]*[,}}/>]"
+        rf"|[ \t]+[^{SPACE}\x00]"
+    )
     return Anchor(
         keyword,
         caseless=keyword.isascii() or keyword == keyword.lower(),
-        pattern=rf"{quick}|{key}[ \t]*$",
-        split=Split(quick, _ends_text(len(keyword))),
+        pattern=rf"{k}{tail}(?:{after})",
     )
+
+
+# A YAML entry naming its key after its value (`- value: x` / `  name: DB_PASSWORD`),
+# whose name may end the text: no keyword's anchor sees that end (Hyperscan scans a
+# job's texts joined), so the value's side is the anchor.
+VALUE_BEFORE_NAME = Anchor(
+    "value",
+    pattern=r"value[ \t]*:[^\r\n\x00]*(?:\r?\n|\\r?\\n)[ \t]*name[ \t]*:",
+)
+
+
+def rule_anchors(rule: KeyValueRule) -> tuple[Anchor, ...]:
+    """The anchors of a detector finding `rule`'s keys."""
+    return (*(key_anchor(k) for k in rule.keywords), VALUE_BEFORE_NAME)
 
 
 def keyvalue_detector(*rules: KeyValueRule) -> Apply:

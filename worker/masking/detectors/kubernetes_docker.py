@@ -55,6 +55,7 @@ def secret_manifest_edits(text: str) -> list[Edit]:
         edits.extend(_json_edits(text))
     if _YAML_KIND_ANYWHERE.search(text):
         edits.extend(_yaml_edits(text))
+        edits.extend(_flow_edits(text))
     return edits
 
 
@@ -233,6 +234,69 @@ def _flow_values(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
             edits.append((vstart, vend, REPLACEMENT))
         pos = match.end()
     return edits
+
+
+# -- YAML flow style: `{apiVersion: v1, kind: Secret, data: {conn: x}}` ----------------
+
+_BRACE_OR_BRACKET = re.compile(r"[{}\[\]]")
+_FLOW_DATA = re.compile(r"(?<![\w.\-])[\"']?(?:data|stringData)[\"']?[ \t]*:[ \t]*\{")
+_FLOW_LOOK_BACK = 4096  # how far before `kind: Secret` its mapping may open
+
+
+def _flow_edits(text: str) -> list[tuple[int, int, str]]:
+    """The values of `data` and `stringData` in a flow mapping that says `kind: Secret`
+    (a manifest written on one line, or inside a YAML list's brackets)."""
+    edits: list[tuple[int, int, str]] = []
+    read_to = 0
+    for kind in _YAML_KIND_ANYWHERE.finditer(text):
+        if kind.start() < read_to:
+            continue  # in a mapping read already
+        opening = _opening_brace(text, kind.start())
+        if opening < 0:
+            continue
+        closing = _matching_close(text, opening)
+        read_to = closing
+        depth = 0
+        for match in _BRACE_OR_BRACKET.finditer(text, opening + 1, closing):
+            char = match.group()
+            if char in "{[":
+                depth += 1
+            else:
+                depth -= 1
+            if char == "{" and depth == 1:
+                data = _FLOW_DATA.search(text, max(opening, match.start() - 20), match.end())
+                if data is not None and data.end() == match.end():
+                    edits.extend(
+                        _flow_values(text, match.end(), _matching_close(text, match.start()))
+                    )
+    return edits
+
+
+def _opening_brace(text: str, pos: int) -> int:
+    """The `{` of the flow mapping holding `pos`, looking back a bounded distance."""
+    depth = 0
+    floor = max(0, pos - _FLOW_LOOK_BACK)
+    for match in reversed(list(_BRACE_OR_BRACKET.finditer(text, floor, pos))):
+        char = match.group()
+        if char in "}]":
+            depth += 1
+        elif depth:
+            depth -= 1
+        elif char == "{":
+            return match.start()
+        else:
+            return -1  # inside a sequence, not a mapping
+    return -1
+
+
+def _matching_close(text: str, opening: int) -> int:
+    """Where the brace opened at `opening` closes (the text's end if it does not)."""
+    depth = 0
+    for match in _BRACE_OR_BRACKET.finditer(text, opening):
+        depth += 1 if match.group() in "{[" else -1
+        if depth == 0:
+            return match.start()
+    return len(text)
 
 
 # -- JSON -------------------------------------------------------------------------
