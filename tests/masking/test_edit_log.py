@@ -1,6 +1,7 @@
 """The edit log (worker/masking/edit_log.py) against a model that tracks, for every
 character of the current text, which characters of the first text it stands for."""
 
+import itertools
 from dataclasses import dataclass
 
 from hypothesis import given, settings
@@ -44,8 +45,10 @@ def rounds(draw: st.DrawFn) -> tuple[str, list[list[Edit]]]:
 
 
 def _inside_a_replacement(origins: list[Origin], pos: int) -> bool:
-    return 0 < pos < len(origins) and origins[pos - 1] == origins[pos] is not None and (
-        origins[pos].edit is not None
+    return (
+        0 < pos < len(origins)
+        and origins[pos - 1] == origins[pos] is not None
+        and (origins[pos].edit is not None)
     )
 
 
@@ -78,7 +81,7 @@ def test_the_log_maps_every_edit_back_to_the_first_text(
         model.extend(origins[last:])
         origins, text = model, applied.text
     kept = log.edits()
-    assert all(a[1] <= b[0] for a, b in zip(kept, kept[1:], strict=False))  # sorted, apart
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(kept))  # sorted, apart
     # The first text's characters outside the log's edits are those no edit replaced.
     untouched = {o.start for o in origins if o.edit is None}
     outside = {i for i in range(len(first)) if not any(s <= i < e for s, e, _ in kept)}
