@@ -93,6 +93,8 @@ _MAPPING_KEY = re.compile(r"[^\s:#][^:\n]*:(?:[ \t]|$|\r?\n)")
 # Directives of configuration files that take their value after a blank.
 _DIRECTIVES = frozenset({"requirepass", "masterauth", "masteruser", "identified"})
 _SHORT = frozenset({"pass", "pw"})
+# Programs whose password flag takes no argument after a blank (it prompts).
+_PROMPTING = re.compile(r"(?:\S*/)?(?:mysql|mariadb)[\w-]*[ \t]")
 
 
 def keys_around(view: TextView, keyword: str) -> list[tuple[int, int, str, str]]:
@@ -151,8 +153,9 @@ def find_values(view: TextView, rule: KeyValueRule) -> list[Edit]:
                 text, key, start, end, lambda name: rule.owns(name, normalise_key(name))
             ):
                 continue
-            if end - start <= 24 and is_counter(key, text[start:end]):
-                continue
+            first_word = text[start : min(end, start + 24)].split(maxsplit=1) or [""]
+            if is_counter(key, first_word[0]):
+                continue  # `tests: pass=42`, `PASS: 118, FAIL: 2`
             path_valued = path_is_reference(rule, norm) and text[key_start - 1 : key_start] != ";"
             if (strength or path_valued) and is_reference(text, start, end):
                 continue  # (`PWD=/home/app` is a directory; ODBC's `;PWD=/x` no path)
@@ -232,7 +235,9 @@ def _after_operator(view: TextView, key_start: int, key: str, sep: re.Match[str]
     at_line_end = start >= view.line_end(start)
     if op in (":", "："):
         if key_quote:
-            return start, value_end(view, start, Form.WORD, in_string=False), STRONG
+            # JSON's unquoted values are numbers and literals: a word there is prose
+            # (`volume "db-password" : secret "db-password" not found`).
+            return start, value_end(view, start, Form.WORD, in_string=False), SHAPED
         if at_line_end:
             return _next_line_value(view, key_start, start)
         if sep.end("op") == start:  # `key:value`, no blank
@@ -279,8 +284,11 @@ def _after_blank(view: TextView, key_start: int, key_end: int, key: str) -> Foun
         return None
     first = text[start]
     if key.startswith("-"):
-        # A flag's argument: `--password x`, `-storepass x` (not `-p x`: too short).
+        # A flag's argument: `--password x`, `-storepass x` (not `-p x`: too short;
+        # not mysql's `--password db`, which prompts).
         if (not key.startswith("--") and len(key) < 4) or first == "-":
+            return None
+        if _PROMPTING.match(text, _line_head(view, key_start)[1]):
             return None
         if first in "\"'":
             return start + 1, quoted_end(view, start + 1, first), STRONG
@@ -309,9 +317,27 @@ def _after_blank(view: TextView, key_start: int, key_end: int, key: str) -> Foun
     if _compound(key):
         if _heads_line(view, key_start):
             return start, value_end(view, start, Form.LINE), LOOSE  # Java properties
-        if key_words(key)[-1] not in _SHORT:  # `proxy_pass http://...` is nginx's
+        if (
+            key_words(key)[-1] not in _SHORT  # `proxy_pass http://...` is nginx's
+            and first != "-"  # the next flag
+            and not _names_a_variable(text, key_start)
+        ):
             return start, value_end(view, start, Form.WORD), SHAPED
     return None
+
+
+def _names_a_variable(text: str, key_start: int) -> bool:
+    """`docker run -e DB_PASSWORD image`, `-passout env:P12_PASSWORD`: the key is a
+    flag's argument or a reference, a variable's name passed on without its value."""
+    if key_start > 0 and text[key_start - 1] in ":$={":
+        return True
+    word_end = key_start
+    while word_end > 0 and text[word_end - 1] in " \t":
+        word_end -= 1
+    word = word_end
+    while word > 0 and not text[word - 1].isspace():
+        word -= 1
+    return word < word_end and text.startswith("-", word)
 
 
 def _names_password(key: str) -> bool:

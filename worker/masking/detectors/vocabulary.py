@@ -169,7 +169,7 @@ def owns_password(key: str, norm: str) -> bool:
 
 def is_counter(key: str, value: str) -> bool:
     """`tests: pass=42`: a bare `pass` (or `pw`) holding a number counts test results."""
-    return key.lstrip("-").lower() in _SHORT_PASSWORDS and value.isdigit()
+    return key.lstrip("-").lower() in _SHORT_PASSWORDS and value.rstrip(",;.)").isdigit()
 
 
 # -- secrets, tokens, keys --------------------------------------------------------------
