@@ -118,6 +118,16 @@ def looks_random_span(text: str, start: int, end: int) -> bool:
     return length >= 20 or any(c.isdigit() for c in text[start:end])
 
 
+def occurrences(text: str, literal: str) -> list[int]:
+    """Start positions of `literal` in `text`, case kept (`TextView.find_all` folds it)."""
+    found = []
+    pos = text.find(literal)
+    while pos >= 0:
+        found.append(pos)
+        pos = text.find(literal, pos + 1)
+    return found
+
+
 def splice(text: str, edits: list[tuple[int, int, str]]) -> str:
     """`text` with each (start, end, replacement) applied; edits sorted, not overlapping."""
     parts: list[str] = []

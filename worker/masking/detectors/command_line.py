@@ -14,7 +14,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from worker.masking.detectors.base import SECRETS, Anchor, Detector, Edit, register
-from worker.masking.text import MASK_PREFIX, TextView, is_placeholder_span
+from worker.masking.text import MASK_PREFIX, TextView, is_placeholder_span, occurrences
 
 REPLACEMENT = "[MASKED_PASSWORD]"
 
@@ -286,15 +286,6 @@ def _program(text: str, pos: int) -> tuple[Command, int] | None:
     return (command, end) if command is not None else None
 
 
-def _find(text: str, literal: str) -> list[int]:
-    found = []
-    pos = text.find(literal)
-    while pos >= 0:
-        found.append(pos)
-        pos = text.find(literal, pos + 1)
-    return found
-
-
 def _from_literal(view: TextView) -> list[tuple[int, int]]:
     """`--from-literal=key=S3cr`, `--from-literal 'key=S3cr et'`: the value."""
     text = view.text
@@ -320,7 +311,7 @@ def _from_literal(view: TextView) -> list[tuple[int, int]]:
 def _command_line(view: TextView) -> list[Edit]:
     text = view.text
     spans: list[tuple[int, int]] = []
-    for pos in sorted(p for literal in ANCHORS for p in _find(text, literal)):
+    for pos in sorted(p for literal in ANCHORS for p in occurrences(text, literal)):
         if pos > 0 and text[pos - 1] not in _COMMAND_START:
             continue  # inside a word: no program's name starts there
         found = _program(text, pos)

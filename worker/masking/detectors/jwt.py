@@ -12,7 +12,7 @@ import binascii
 import re
 
 from worker.masking.detectors.base import SECRETS, Anchor, Detector, Edit, register
-from worker.masking.text import MASK_PREFIX, TextView
+from worker.masking.text import MASK_PREFIX, TextView, occurrences
 
 REPLACEMENT = "[MASKED_JWT]"
 
@@ -77,7 +77,7 @@ def _jwt(view: TextView) -> list[Edit]:
     text = view.text
     edits: list[Edit] = []
     read_to = 0
-    for pos, header in sorted((p, h) for h in HEADERS for p in _find(text, h)):
+    for pos, header in sorted((p, h) for h in HEADERS for p in occurrences(text, h)):
         if pos < read_to:
             continue  # inside a run read already (a token, or not one)
         if pos > 0 and (text[pos - 1].isalnum() or text[pos - 1] in "_-"):
@@ -94,15 +94,6 @@ def _jwt(view: TextView) -> list[Edit]:
         if not text.startswith(MASK_PREFIX, pos):
             edits.append((pos, end, REPLACEMENT))
     return edits
-
-
-def _find(text: str, literal: str) -> list[int]:
-    found = []
-    pos = text.find(literal)
-    while pos >= 0:
-        found.append(pos)
-        pos = text.find(literal, pos + 1)
-    return found
 
 
 register(

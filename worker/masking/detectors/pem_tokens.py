@@ -28,6 +28,7 @@ from worker.masking.text import (
     is_placeholder_span,
     looks_random,
     looks_random_span,
+    occurrences,
 )
 
 # -- PEM blocks ---------------------------------------------------------------------
@@ -75,7 +76,7 @@ def _base64_pem(private: bool) -> Apply:
         text = view.text
         edits: list[Edit] = []
         read_to = 0
-        for pos in _find(text, _BASE64_PEM):
+        for pos in occurrences(text, _BASE64_PEM):
             if pos < read_to:
                 continue  # inside a run read already
             run = _BASE64_RUN.match(text, pos)
@@ -105,7 +106,7 @@ _PUTTY_LINE = re.compile(r"[A-Za-z0-9+/=]+(?:\r?\n|\\n|$)")
 def _putty(view: TextView) -> list[Edit]:
     text = view.text
     edits: list[Edit] = []
-    for pos in _find(text, "Private-Lines:"):
+    for pos in occurrences(text, "Private-Lines:"):
         header = _PUTTY_PRIVATE.match(text, pos)
         if header is None:
             continue
@@ -119,15 +120,6 @@ def _putty(view: TextView) -> list[Edit]:
         if end > start:
             edits.append((start, end, "[MASKED_PRIVATE_KEY]"))
     return edits
-
-
-def _find(text: str, literal: str) -> list[int]:
-    found = []
-    pos = text.find(literal)
-    while pos >= 0:
-        found.append(pos)
-        pos = text.find(literal, pos + 1)
-    return found
 
 
 def _trim_trailing_space(text: str, start: int, end: int) -> int:
