@@ -123,6 +123,7 @@ def string_end(view: TextView, pos: int) -> int:
             if scan.close < 0:
                 scan.close = _next_quote(text, scan.scanned, scan.line_end)
             if pos <= scan.close:
+                scan.scanned = max(scan.scanned, pos)  # still inside: nothing to recount
                 return scan.close if scan.close < scan.line_end else -1
             scan.scanned, scan.inside, scan.close = scan.close + 1, False, -1
             continue
