@@ -54,8 +54,9 @@ TRANSPORT_ROOMS = (
 )
 
 # Inside masking/detectors/: one module per family of credential. What they share lives
-# in `base` (the detector, its anchors, the table), `keys` (finding key-value pairs),
-# `values` (where a value ends) and `vocabulary` (which keys name a credential).
+# in `base` (the detector, its anchors, the table), `keys`, `layout` and `entries`
+# (finding key-value pairs), `values` (where a value ends) and `vocabulary` (which keys
+# name a credential).
 DETECTOR_FAMILIES = tuple(
     f"worker.masking.detectors.{family}"
     for family in (

@@ -8,9 +8,10 @@ key may follow a log prefix, stand in a sentence or in a table cell.
 
 Driven by the positions of a few keywords rather than by one big case-insensitive
 regex (which Python runs slowly, trying every position): the prefilter usually knows
-where each keyword is already, and the anchored regexes then run only there. Which
-keys name a credential is `vocabulary`; where a value ends and whether it is one,
-`values`.
+where each keyword is already, and the anchored regexes then run only there. This
+module reads what follows a key; which keys name a credential is `vocabulary`, where a
+value ends and whether it is one `values`, where a key stands on its line and what the
+lines around it hold `layout`, and the values an entry names `entries`.
 """
 
 import itertools
@@ -25,8 +26,23 @@ from worker.masking.detectors.base import (
     Apply,
     Edit,
 )
+from worker.masking.detectors.entries import element_text, name_before, pair_value
+from worker.masking.detectors.layout import (
+    block_value,
+    header_row,
+    heads_line,
+    in_cell,
+    line_head,
+    next_line_value,
+    table_header,
+)
 from worker.masking.detectors.values import (
+    BLOCK,
+    LOOSE,
+    SHAPED,
+    STRONG,
     Form,
+    Found,
     holds_a_value,
     is_reference,
     is_variable,
@@ -42,17 +58,7 @@ from worker.masking.detectors.vocabulary import (
     normalise_key,
     path_is_reference,
 )
-from worker.masking.prefixes import prefix_end
 from worker.masking.text import TextView, is_key_char
-
-# How much a value found after a key must prove: nothing more than not being a
-# placeholder (after `=`, a quoted key, a flag); not reading as prose either (after
-# `:` or a blank, where sentences go on: "token: signature is invalid"); and looking
-# like a secret besides, where nothing but the key's shape says it is a mapping
-# (`aws_secret_access_key wJalr...` in the middle of a line).
-STRONG, LOOSE, SHAPED = 0, 1, 2
-BLOCK = 3  # a YAML block scalar's lines: STRONG, and no key inside them is one
-Found = tuple[int, int, int]  # (start, end, strength)
 
 # An operator after a key (a quote closing a quoted key before it), and a quote opening
 # the value after it. `：` and `＝` are the full-width forms.
@@ -60,36 +66,9 @@ _SEPARATOR = re.compile(
     r"(?P<kq>\\{0,3}[\"'])?[ \t]*(?P<op>:=|=>|==|[:=]|：|＝)[ \t]*(?P<vq>\\{0,3}[\"'])?"
 )
 _BLANKS = re.compile(r"[ \t]+")
-# What may stand between a line's start (or log prefix) and a key at its head:
-# indentation, list markers, Markdown quotes and tables, comment marks.
-_HEAD = frozenset(" \t-*>#|+")
-_EXPORT = re.compile(r"(?:export|set|setx|ENV|declare -x|local)[ \t]+")
-_NAME_BEFORE = re.compile(
-    r"\b(?:name|key)\\{0,3}[\"']?[ \t]*[:=][ \t]*\\{0,3}[\"']?$", re.IGNORECASE
-)
-_VALUE_AFTER = re.compile(
-    r"(?P<kq>\\{0,3}[\"'])?[ \t]*,?(?:\s|\\n|\\r){0,8}(?:-[ \t]+)?\\{0,3}[\"']?value\\{0,3}[\"']?"
-    r"[ \t]*[:=][ \t]*(?P<vq>\\{0,3}[\"'])?",
-    re.IGNORECASE,
-)
-_VALUE_BEFORE = re.compile(
-    r"\bvalue\\{0,3}[\"']?[ \t]*[:=][ \t]*(?P<vq>\\{0,3}[\"'])?", re.IGNORECASE
-)
-_LOOK_BACK = 512  # how far back a name's value may stand (a bounded read per key)
-_ENTRY_LINES = 6  # how many lines before its name a YAML entry's value may stand
-_QUOTED_NAME = re.compile(r"(?:name|key)\\{0,3}[\"'][ \t]*:|(?:name|key)[ \t]*=", re.IGNORECASE)
-_ITEM = re.compile(r"[ \t]*-[ \t]")
-_VALUE_LINE = re.compile(r"[ \t]*(?:-[ \t]+)?value[ \t]*:[ \t]*(?P<vq>[\"'])?", re.IGNORECASE)
-_TAG = re.compile(r"<")
-_TAG_NAME = re.compile(r"[\w.:-]+")
-_HEADER_ROW = re.compile(r"[A-Z][A-Z_.\-]*(?:[ \t]+[A-Z][A-Z_.\-]*)*[ \t]*")
 # What may follow a quoted value's closing quote without going on with it.
 _AFTER_QUOTED = frozenset(" \t\r\n,;)]}>\\/#|")
-_TABLE_RULE = re.compile(r"[ \t]*(?:\|[ \t]*)?:?-{3,}")
-_HADOOP_VALUE = re.compile(r"(?:\s|\\[nrt]){0,40}<value>")
 _BLOCK_INDICATOR = re.compile(r"[|>][-+]?[0-9]?[-+]?[ \t]*(?:#[^\n]*)?(?=\r?\n|\\n|$)")
-_LINE_BREAK = re.compile(r"\r?\n|\\r\\n|\\n")
-_MAPPING_KEY = re.compile(r"[^\s:#][^:\n]*:(?:[ \t]|$|\r?\n)")
 # Directives of configuration files that take their value after a blank.
 _DIRECTIVES = frozenset({"requirepass", "masterauth", "masteruser", "identified"})
 _SHORT = frozenset({"pass", "pw"})
@@ -175,26 +154,13 @@ def value_of_key(view: TextView, key_start: int, key_end: int, key: str) -> Foun
     sep = _SEPARATOR.match(text, key_end)
     if sep is not None:
         return _after_operator(view, key_start, key, sep)
-    before = text[key_start - 1] if key_start > 0 else ""
-    if before == "<" and text.startswith(">", key_end):
-        # <password>x</password>
-        return _xml_text(view, key_end + 1, f"</{text[key_start:key_end]}>")
-    if text.endswith("<name>", 0, key_start) and text.startswith("</name>", key_end):
-        value = _HADOOP_VALUE.match(text, key_end + 7)  # <name>x.password</name><value>
-        return _xml_text(view, value.end(), "</value>") if value else None
-    name = _NAME_BEFORE.search(text, max(0, key_start - 24), key_start)
+    element = element_text(view, key_start, key_end)
+    if element is not None:
+        return element
+    name = name_before(text, key_start)
     if name is not None:
-        return _pair_value(view, name.start(), key_end)
+        return pair_value(view, name, key_end)
     return _after_blank(view, key_start, key_end, key)
-
-
-def _xml_text(view: TextView, start: int, closing: str) -> Found | None:
-    """An element's text, when the element closes right after it."""
-    text = view.text
-    while start < len(text) and text[start].isspace():
-        start += 1
-    end = value_end(view, start, Form.XML)
-    return (start, end, STRONG) if text.startswith(closing, view.next_at(_TAG, start)) else None
 
 
 def _after_operator(view: TextView, key_start: int, key: str, sep: re.Match[str]) -> Found | None:
@@ -223,7 +189,7 @@ def _after_operator(view: TextView, key_start: int, key: str, sep: re.Match[str]
         if not key_quote and after < len(text) and text[after] not in _AFTER_QUOTED:
             # More right after the closing quote (`'x'y`, a shell word; `''00`): the
             # quoted part is only the value's start.
-            yaml = op in (":", "：") and _heads_line(view, key_start)
+            yaml = op in (":", "：") and heads_line(view, key_start)
             return start, value_end(view, after, Form.SCALAR if yaml else Form.WORD), STRONG
         return start, end, STRONG
     outer = text[key_start - 1] if key_start > 0 and not key_quote else ""
@@ -239,7 +205,7 @@ def _after_operator(view: TextView, key_start: int, key: str, sep: re.Match[str]
             # (`volume "db-password" : secret "db-password" not found`).
             return start, value_end(view, start, Form.WORD, in_string=False), SHAPED
         if at_line_end:
-            return _next_line_value(view, key_start, start)
+            return next_line_value(view, key_start, start)
         if sep.end("op") == start:  # `key:value`, no blank
             if key.startswith("-"):
                 return start, value_end(view, start, Form.WORD), STRONG
@@ -248,8 +214,8 @@ def _after_operator(view: TextView, key_start: int, key: str, sep: re.Match[str]
             return start, value_end(view, start, Form.WORD), SHAPED
         block = _BLOCK_INDICATOR.match(text, start)
         if block is not None:
-            return _block_value(view, key_start, block.end())
-        form = Form.SCALAR if _heads_line(view, key_start) else Form.WORD
+            return block_value(view, key_start, block.end())
+        form = Form.SCALAR if heads_line(view, key_start) else Form.WORD
         return start, value_end(view, start, form), LOOSE
     if at_line_end:
         return None  # `password=` with nothing after it
@@ -265,7 +231,7 @@ def _after_operator(view: TextView, key_start: int, key: str, sep: re.Match[str]
         form = Form.URL_PARAM
     elif before == ";":
         form = Form.FIELD
-    elif sep.start("op") > key_start + len(key) and _heads_line(view, key_start):
+    elif sep.start("op") > key_start + len(key) and heads_line(view, key_start):
         form = Form.SCALAR  # `key = value` of INI, TOML, HCL: the rest of the line
     else:
         form = Form.WORD
@@ -288,13 +254,13 @@ def _after_blank(view: TextView, key_start: int, key_end: int, key: str) -> Foun
         # not mysql's `--password db`, which prompts).
         if (not key.startswith("--") and len(key) < 4) or first == "-":
             return None
-        if _PROMPTING.match(text, _line_head(view, key_start)[1]):
+        if _PROMPTING.match(text, line_head(view, key_start)[1]):
             return None
         if first in "\"'":
             return start + 1, quoted_end(view, start + 1, first), STRONG
         return start, value_end(view, start, Form.WORD), STRONG
-    if first == "|" and _in_cell(text, key_start):
-        if _table_header(view, key_start):
+    if first == "|" and in_cell(text, key_start):
+        if table_header(view, key_start):
             return None
         cell = _BLANKS.match(text, start + 1)
         start = cell.end() if cell else start + 1
@@ -309,13 +275,13 @@ def _after_blank(view: TextView, key_start: int, key_end: int, key: str) -> Foun
         return start + 1, quoted_end(view, start + 1, first), STRONG
     blanks = text[key_end:start]
     if blanks.strip("\t") == "" or (len(blanks) > 1 and blanks.strip(" ") == ""):
-        if key.isupper() and _header_row(view, key_start):
+        if key.isupper() and header_row(view, key_start):
             return None  # a table's header row: `USER   PASSWORD   HOST`
         return start, value_end(view, start, Form.COLUMN), LOOSE
     if key.lower() in _DIRECTIVES:
         return start, value_end(view, start, Form.WORD), LOOSE
     if _compound(key):
-        if _heads_line(view, key_start):
+        if heads_line(view, key_start):
             return start, value_end(view, start, Form.LINE), LOOSE  # Java properties
         if (
             key_words(key)[-1] not in _SHORT  # `proxy_pass http://...` is nginx's
@@ -345,194 +311,12 @@ def _names_password(key: str) -> bool:
     return "pass" in lower or "pwd" in lower
 
 
-def _table_header(view: TextView, pos: int) -> bool:
-    """Whether the line holding `pos` heads a Markdown table (a rule line follows);
-    decided once per line."""
-    line = view.line_start(pos)
-    headers = view.cache.setdefault("table_headers", {})
-    assert isinstance(headers, dict)
-    found = headers.get(line)
-    if found is None:
-        following = _next_line(view, pos)
-        found = headers[line] = following is not None and bool(
-            _TABLE_RULE.match(view.text, following[0], following[1])
-        )
-    return bool(found)
-
-
 def _compound(key: str) -> bool:
     """`db_password`, `spring.datasource.password`, `dbPassword`: a key, not a word."""
     inner = key.strip("-_.")
     return any(c in "_.-" for c in inner) or any(
         a.islower() and b.isupper() for a, b in itertools.pairwise(inner)
     )
-
-
-def _header_row(view: TextView, pos: int) -> bool:
-    """Whether the line holding `pos` is a table's header: upper-case words only."""
-    content, _ = _line_head(view, pos)
-    return _HEADER_ROW.fullmatch(view.text, content, view.line_end(pos)) is not None
-
-
-def _in_cell(text: str, key_start: int) -> bool:
-    i = key_start
-    while i > 0 and text[i - 1] in " \t":
-        i -= 1
-    return i > 0 and text[i - 1] == "|"
-
-
-def _line_head(view: TextView, pos: int) -> tuple[int, int]:
-    """Where the content of the line holding `pos` starts (after a log prefix), and
-    where its head ends (indentation, list markers, Markdown quotes and table bars):
-    read once per line, however many keys it holds."""
-    text = view.text
-    line = view.line_start(pos)
-    heads = view.cache.setdefault("line_heads", {})
-    assert isinstance(heads, dict)
-    found = heads.get(line)
-    if found is None:
-        end = view.line_end(line)
-        content = prefix_end(text, line, end)
-        head = content
-        while head < end and text[head] in _HEAD:
-            head += 1
-        found = heads[line] = (content, head)
-    return cast("tuple[int, int]", found)
-
-
-def _heads_line(view: TextView, key_start: int) -> bool:
-    """Whether the key begins its line's content: after the line's start, a log prefix,
-    indentation, list markers, Markdown quotes or table bars, `export`."""
-    _, head = _line_head(view, key_start)
-    if head == key_start:
-        return True
-    export = _EXPORT.match(view.text, head, key_start)
-    return export is not None and export.end() == key_start
-
-
-def _indent(view: TextView, pos: int) -> int:
-    """The indentation of the line holding `pos` (after a log prefix)."""
-    text = view.text
-    content, head = _line_head(view, pos)
-    end = content
-    while end < head and text[end] in " \t":
-        end += 1
-    return end - content
-
-
-def _next_line(view: TextView, pos: int) -> tuple[int, int] | None:
-    """(start, end) of the line after the one holding `pos`."""
-    text = view.text
-    end = view.line_end(pos)
-    brk = _LINE_BREAK.match(text, end)
-    if brk is None:
-        return None
-    start = brk.end()
-    return start, view.line_end(start)
-
-
-def _next_line_value(view: TextView, key_start: int, pos: int) -> Found | None:
-    """`password:` at the end of its line: a YAML value on the next, more indented line,
-    or a single word on the next line ("the password:\\nS3cr..."). Not a mapping, a
-    list or a comment."""
-    text = view.text
-    line = _next_line(view, pos)
-    if line is None:
-        return None
-    start, end = line
-    content = start
-    while content < end and text[content] in " \t":
-        content += 1
-    if content >= end or text[content] in "-#{[" or _MAPPING_KEY.match(text, content, end):
-        return None
-    value_end_ = value_end(view, content, Form.SCALAR)
-    if content - start > _indent(view, key_start):
-        return content, value_end_, LOOSE
-    word_end = value_end(view, content, Form.WORD)
-    if word_end >= value_end_:
-        return content, word_end, LOOSE
-    return None
-
-
-def _block_value(view: TextView, key_start: int, pos: int) -> Found | None:
-    """The lines of a YAML block scalar (`password: |`): all more indented than the key."""
-    text = view.text
-    key_indent = _indent(view, key_start)
-    first = last = -1
-    line = _next_line(view, pos)
-    while line is not None:
-        start, end = line
-        content = start
-        while content < end and text[content] in " \t":
-            content += 1
-        if content < end:
-            if content - start <= key_indent:
-                break
-            if first < 0:
-                first = content
-            last = view.blank_run_start(end)
-        line = _next_line(view, end)
-    return (first, last, BLOCK) if first >= 0 else None
-
-
-def _pair_value(view: TextView, name: int, key_end: int) -> Found | None:
-    """The value of an entry that names the key: `- name: DB_PASSWORD` / `value: x`
-    (YAML or JSON env entries, either order), `<add key="Password" value="x"/>`,
-    `<entry key="password">x</entry>`."""
-    text = view.text
-    after = _VALUE_AFTER.match(text, key_end)
-    if after is not None:
-        quote = after.group("vq")
-        start = after.end()
-        if quote:
-            return start, quoted_end(view, start, quote), STRONG
-        return start, value_end(view, start, Form.SCALAR), STRONG
-    if text.startswith(('">', "'>"), key_end):  # <entry key="password">x</entry>
-        element = text.rfind("<", max(0, name - _LOOK_BACK), name) + 1
-        tag = _TAG_NAME.match(text, element, name)
-        return _xml_text(view, key_end + 2, f"</{tag.group()}>") if element and tag else None
-    return _value_before(view, name)
-
-
-def _value_before(view: TextView, name: int) -> Found | None:
-    """`- value: x` / `  name: DB_PASSWORD`, `{"value": "x", "name": "DB_PASSWORD"}`,
-    `<add value="x" key="Password"/>`: the value written before the name, within its
-    entry (bounded: an entry's own few lines, or its braces or tag on its line)."""
-    text = view.text
-    quoted = _QUOTED_NAME.match(text, name)
-    if quoted is not None:
-        # JSON (`"name": "X"`) or an XML attribute (`key="X"`): on the entry's line,
-        # after its opening brace or tag.
-        line = view.line_start(name)
-        found = None
-        for match in _VALUE_BEFORE.finditer(text, max(line, name - _LOOK_BACK), name):
-            found = match
-        if found is None or not found.group("vq"):
-            return None
-        start = found.end()
-        end = quoted_end(view, start, found.group("vq"))
-        between = text[end:name]
-        if end > name or any(c in between for c in "{}<>"):
-            return None  # the value of another entry
-        return start, end, STRONG
-    # YAML: the entry's lines before the name's, back to its `- ` (a few at most).
-    line = view.line_start(name)
-    if _ITEM.match(text, line, name):
-        return None  # `- name: X` starts the entry: its value comes after it
-    for _ in range(_ENTRY_LINES):
-        if line == 0:
-            return None
-        previous = view.line_start(line - 1 if text[line - 1] == "\n" else line - 2)
-        value = _VALUE_LINE.match(text, previous, line)
-        if value is not None:
-            start = value.end()
-            if value.group("vq"):
-                return start, quoted_end(view, start, value.group("vq")), STRONG
-            return start, value_end(view, start, Form.SCALAR), STRONG
-        if _ITEM.match(text, previous, line):
-            return None  # the entry started without a value
-        line = previous
-    return None
 
 
 # -- anchors ------------------------------------------------------------------------------

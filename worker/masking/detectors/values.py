@@ -27,6 +27,15 @@ from enum import Enum
 
 from worker.masking.text import MASK_PREFIX, TextView, is_placeholder_span
 
+# How much a value found after a key must prove: nothing more than not being a
+# placeholder (after `=`, a quoted key, a flag); not reading as prose either (after
+# `:` or a blank, where sentences go on: "token: signature is invalid"); and looking
+# like a secret besides, where nothing but the key's shape says it is a mapping
+# (`aws_secret_access_key wJalr...` in the middle of a line).
+STRONG, LOOSE, SHAPED = 0, 1, 2
+BLOCK = 3  # a YAML block scalar's lines: STRONG, and no key inside them is one
+Found = tuple[int, int, int]  # (start, end, strength) of a value
+
 
 class Form(Enum):
     """How a value is written, which decides where it ends."""
