@@ -68,7 +68,7 @@ def is_placeholder(value: str) -> bool:
         return True
     if set(stripped) <= _FILLER or _SIZE_ONLY.fullmatch(stripped):
         return True
-    return stripped.lower() in _PLACEHOLDER_WORDS
+    return stripped.lstrip("([").rstrip(")],;.").lower() in _PLACEHOLDER_WORDS
 
 
 _NOT_FILLER = re.compile(r"[^*xX•.\-_#?]")
@@ -98,6 +98,12 @@ def is_placeholder_span(view: "TextView", start: int, end: int) -> bool:
             return True
     if _NOT_FILLER.search(text, start, end) is None or _SIZE_ONLY.fullmatch(text, start, end):
         return True
+    # A word in parentheses or before the punctuation of a sentence: `(none)`, `(using
+    # password: YES)`.
+    while start < end and text[start] in "([":
+        start += 1
+    while end > start and text[end - 1] in ")],;.":
+        end -= 1
     return (
         end - start <= _LONGEST_PLACEHOLDER_WORD and text[start:end].lower() in _PLACEHOLDER_WORDS
     )
