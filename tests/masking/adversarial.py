@@ -144,6 +144,8 @@ _UNITS = (
     "a.b@c.",
     # keys anywhere, by every form (issue 42)
     "the db password: x ",
+    "the password is Ab1-x2 ",
+    "password is ",
     "web_1  | password: ",
     "| password | x ",
     "| password | x |\n|---|\n",

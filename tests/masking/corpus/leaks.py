@@ -223,6 +223,13 @@ LEAKS: tuple[Leak, ...] = (
         "password",
     ),
     Leak(
+        "key-said-in-sentence",
+        "keys anywhere",
+        around("fyi the db password is {S} (rotate it after the incident)"),
+        password(NO_BLANK),
+        "password",
+    ),
+    Leak(
         "key-table-cell",
         "keys anywhere",
         around("| name | value |\n|---|---|\n| password | {S} |"),

@@ -69,6 +69,7 @@ _BLANKS = re.compile(r"[ \t]+")
 # What may follow a quoted value's closing quote without going on with it.
 _AFTER_QUOTED = frozenset(" \t\r\n,;)]}>\\/#|")
 _BLOCK_INDICATOR = re.compile(r"[|>][-+]?[0-9]?[-+]?[ \t]*(?:#[^\n]*)?(?=\r?\n|\\n|$)")
+_SAID = re.compile(r"(?:is|was)[ \t]+(?:now[ \t]+|still[ \t]+|set to[ \t]+)?(?=[^\s])")
 # Directives of configuration files that take their value after a blank.
 _DIRECTIVES = frozenset({"requirepass", "masterauth", "masteruser", "identified"})
 _SHORT = frozenset({"pass", "pw"})
@@ -273,6 +274,15 @@ def _after_blank(view: TextView, key_start: int, key_end: int, key: str) -> Foun
         ):
             return None
         return start + 1, quoted_end(view, start + 1, first), STRONG
+    said = _SAID.match(text, start)
+    if said is not None:
+        # A sentence: "the db password is Tr0ub4dor&3". Only a value that reads as no
+        # word ("the password is correct", "token is 3600 seconds" stay).
+        value = said.end()
+        end = value_end(view, value, Form.WORD)
+        if end - value >= 6 and not text[value:end].isdigit():
+            return value, end, SHAPED
+        return None
     blanks = text[key_end:start]
     if blanks.strip("\t") == "" or (len(blanks) > 1 and blanks.strip(" ") == ""):
         if key.isupper() and header_row(view, key_start):
