@@ -396,7 +396,6 @@ STATUS_WORDS = frozenset(
 _TWO_WORDS = re.compile(
     r"([A-Za-z']{1,24})[.,;:!?]?(?:[ \t]+([A-Za-z']{1,24})[.,;:!?]?)?(?=[\s)]|$)"
 )
-_DIGITS = re.compile(r"[0-9]+")
 _IDENTIFIER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 # Values that name where a credential is, not the credential: a path, a secret
 # manager's or Kubernetes' reference, a Secret's type.
@@ -424,11 +423,6 @@ def is_reference(text: str, start: int, end: int) -> bool:
     """A path or a reference to where the credential is kept (`/run/secrets/db`,
     `env:DB_PASS`, `arn:aws:secretsmanager:...`)."""
     return _REFERENCE.match(text, start, end) is not None
-
-
-def is_number(text: str, start: int, end: int) -> bool:
-    match = _DIGITS.match(text, start, end)
-    return match is not None and match.end() == end
 
 
 def shaped_like_secret(text: str, start: int, end: int) -> bool:
