@@ -54,10 +54,24 @@ TRANSPORT_ROOMS = (
 )
 
 # Inside masking/detectors/: one module per family of credential. What they share lives
-# in `base` (the detector, its anchors, the table) and `keys` (finding key-value pairs).
+# in `base` (the detector, its anchors, the table), `keys`, `layout` and `entries`
+# (finding key-value pairs), `values` (where a value ends) and `vocabulary` (which keys
+# name a credential).
 DETECTOR_FAMILIES = tuple(
     f"worker.masking.detectors.{family}"
-    for family in ("keyvalue", "pem_tokens", "urls", "cloud", "kubernetes_docker", "pii")
+    for family in (
+        "keyvalue",
+        "pem_tokens",
+        "jwt",
+        "vendors",
+        "urls",
+        "cloud",
+        "kubernetes_docker",
+        "formats",
+        "command_line",
+        "cards",
+        "pii",
+    )
 )
 
 

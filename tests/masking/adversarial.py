@@ -35,7 +35,8 @@ def nested(open_: str, close: str) -> Callable[[int], str]:
 
 
 # Keywords of the key-value detectors (password, secret, token, api_key, AWS secret,
-# storage keys, cookie) with every separator and quoting they accept.
+# storage keys, cookie) with every separator and quoting they accept; the keywords and
+# separators of issue 42 with a few of the others each.
 _KEYS = (
     "password",
     "DB_PASSWORD",
@@ -49,8 +50,25 @@ _KEYS = (
     "AccountKey",
     "SharedAccessKey",
     "Cookie",
+    "credentials",
+    "ENCRYPTION_KEY",
+    "session_id",
 )
 _SEPARATORS = (": ", "=", ":", " = ", ': "', "='", '=\\"', '": "', '\\": \\"', ":\t")
+_MORE_KEYS = (
+    "Pwd",
+    "Passwort",
+    "contraseña",
+    "mot de passe",
+    "PRIVATE_KEY",
+    "spring.datasource.password",
+)
+_MORE_SEPARATORS = ("\t", "   ", " | ", "：", " '", " ", ":\n  ")
+_PAIRS = (
+    *((k, s) for k in _KEYS for s in _SEPARATORS),
+    *((k, s) for k in _MORE_KEYS for s in (": ", "=", " ")),
+    *((k, s) for k in ("password", "secret", "token") for s in _MORE_SEPARATORS),
+)
 
 # Shapes of the other detectors, repeated.
 _UNITS = (
@@ -124,10 +142,139 @@ _UNITS = (
     # e-mail addresses (pii)
     "x@",
     "a.b@c.",
+    # keys anywhere, by every form (issue 42)
+    "the db password: x ",
+    "the password is Ab1-x2 ",
+    "password is ",
+    "web_1  | password: ",
+    "| password | x ",
+    "| password | x |\n|---|\n",
+    "password: |\n  ",
+    "password: |\n",
+    "password: >-\n ",
+    "password:\n",
+    "password:\n  x\n",
+    "- value: x\n  name: DB_PASSWORD\n",
+    "- value: x\n  name: DB_PASSWORD",
+    '{"value": "x", "name": "DB_PASSWORD"} ',
+    '{"value": "{',
+    "<password>",
+    "<password>x",
+    "<name>a.password</name>",
+    "<name>a.password</name><value>",
+    '<add key="Password" value="',
+    '<entry key="password">',
+    ";Pwd={",
+    "Pwd=x;",
+    "spring.datasource.password ",
+    "requirepass ",
+    "max_token=",
+    "tests: pass=42 ",
+    "PASSWORD = N'",
+    "password 'x",
+    "password=password) ",
+    "a_password Ab1 ",
+    "DB_PASSWORD   Opaque   ",
+    "Password: must be at least ",
+    '"Env": ["DB_PASSWORD=',
+    # line prefixes
+    "web_1  | -----BEGIN RSA PRIVATE KEY-----\n",
+    "web_1  | a\n",
+    "[pod/x] password: |\n",
+    "> kind: Secret\n> data:\n>   a: b\n",
+    "Jun 01 08:00:00 h u[1]: x\n",
+    "2026-06-01T08:00:00Z password: ",
+    # command lines
+    "mysql -p",
+    "mysql ",
+    "docker login -p ",
+    "curl -u a:",
+    "curl -u ",
+    "redis-cli -a ",
+    "sshpass -p ",
+    "-passin pass:",
+    "--from-literal=a=",
+    "--from-literal '",
+    "sqlplus a/b@",
+    "rabbitmqctl add_user a ",
+    "htpasswd -b f u ",
+    "smbclient -U a%",
+    "vault login ",
+    "mysql \\\n",
+    # file formats
+    "machine h password p login ",
+    "machine h password ",
+    "a:5432:b:c:",
+    "*:*:",
+    "IDENTIFIED BY ",
+    "identified by '",
+    "PASSWORD('",
+    # URLs
+    "a:b@c ",
+    "app:p@",
+    "a:@b@",
+    "https:\\/\\/u:p@",
+    "https%3A%2F%2Fu%3Ap%40",
+    "%3a%2f%2f",
+    # vendor tokens
+    "glpat-",
+    "sk_live_",
+    "sk-proj-",
+    "sk-ant-api03-",
+    "AIza",
+    "ya29.",
+    "1//0",
+    "npm_",
+    "pypi-AgE",
+    "SG.abcdefghijklmnop",
+    "hf_",
+    "hvs.",
+    "123456789:AAabcdefghijklmnopqrstuvwxyz0123456 ",
+    "discord.com/api/webhooks/1/",
+    "1Q~",
+    "SK0123456789abcdef0123456789abcdef",
+    "shpat_",
+    "dop_v1_",
+    "dckr_pat_",
+    "glsa_",
+    "ATATT3",
+    "lin_api_",
+    "PMAK-",
+    "sntryu_",
+    "NRAK-",
+    "dapi0123456789abcdef0123456789abcdef",
+    "dp.st.",
+    "pul-",
+    "HRKU-",
+    "AKCp",
+    "sk.eyJ",
+    "AGE-SECRET-KEY-1",
+    "a.atlasv1.",
+    "key-0123456789abcdef0123456789abcdef",
+    "pplx-",
+    # JWTs in every shape, AWS secrets by context, Digest, PEM in base64, PuTTY
+    "eyAi",
+    "ewog",
+    "eyJabcd.efgh.\n",
+    "eyJabcdefg\n",
+    "AKIAIOSFODNN7ABCDEFG,",
+    "AKIAIOSFODNN7ABCDEFG ",
+    "Secret Access Key [x]: ",
+    "Authorization: Digest response=",
+    'Authorization: Digest response="',
+    "LS0tLS1CRUdJTi",
+    "Private-Lines: 9\n",
+    # Kubernetes flow style, card numbers (pii)
+    "{kind: Secret, data: {a: ",
+    "kind: Secret, ",
+    "{kind: Secret ",
+    "4111 1111 1111 1111 ",
+    "4111111111111111",
+    "4111 ",
 )
 
 FAMILIES: tuple[Family, ...] = (
-    *(Family(f"repeat {k + s!r}", repeated(k + s)) for k in _KEYS for s in _SEPARATORS),
+    *(Family(f"repeat {k + s!r}", repeated(k + s)) for k, s in _PAIRS),
     *(Family(f"repeat {unit!r}", repeated(unit)) for unit in _UNITS),
     # one long run of what a detector reads through
     Family("run of key characters after eyJ", run("eyJ", "a")),
@@ -147,12 +294,41 @@ FAMILIES: tuple[Family, ...] = (
     Family("run of quotes", repeated('"')),
     Family("run of escaped line breaks", run("password: x", "\\n")),
     Family("blank lines after nested Secrets", lambda size: _nested_secrets(size)),
+    Family("nested block scalars", lambda size: _nested_blocks(size)),
+    Family("run of key characters after a program", run("mysql", "a")),
+    Family("run of programs' names", run("", "mysql")),
+    Family("run of words after a program", run("docker ", "a ")),
+    Family("run of token characters after a header", run("eyAi", "a")),
+    Family("wrapped lines of a token", run("eyJ", "aaaa\n")),
+    Family("run of a user name's characters before @", run("", "a", ":b@c")),
+    Family("one word of many colons and at signs", run("a", ":@")),
+    Family("run of blanks before a key", run(" ", " ", "password: x")),
+    Family("run of list markers before keys", run("- ", "- ", "password: x password: y")),
+    Family("run of blanks after a table's bar", run("| password | x |\n", " ")),
+    Family("long JSON string of keys", run('{"log": "', "password=a ", '"}')),
+    Family("run of digits", run("4", "1")),
+    Family("run of prefixed lines", repeated("web_1  | password: x\n")),
+    Family("run of quotes after a key", run("password=", '\\"')),
     # nested brackets
     Family("nested square brackets", nested("[", "]")),
     Family("nested braces", nested("{", "}")),
     Family("nested JSON objects", nested('{"a":', "}")),
     Family("nested Secret data maps", nested('{"kind":"Secret","data":{"a":', "}}")),
 )
+
+
+def _nested_blocks(size: int) -> str:
+    """Block scalars nested ever deeper, each holding a placeholder: no block is read
+    again for each key inside it."""
+    lines = []
+    total = 0
+    depth = 0
+    while total < size:
+        line = " " * depth + "password: |\n" + " " * (depth + 1) + "${X}\n"
+        lines.append(line)
+        total += len(line)
+        depth += 1
+    return "".join(lines)
 
 
 def _nested_secrets(size: int) -> str:

@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from tests.masking.corpus.leaks import LEAKS, Leak
 from tests.masking.corpus.positions import SECRET_CASES
 from tests.unavailable import IN_CI, needs
 from worker.errors import ConfigError
@@ -96,6 +99,29 @@ def test_libhs_masks_the_secret_corpus_like_plain_python() -> None:
             case["text"], slow_counts
         ), case["id"]
         assert fast_counts == slow_counts, case["id"]
+
+
+ENGINES = [
+    "python",
+    *(["hyperscan"] if prefilter.HYPERSCAN_AVAILABLE else []),
+    *(["libhs"] if prefilter.libhs_available() else []),
+]
+EVERY_GROUP = MaskingConfig(groups=["secrets", "pii"])
+MASKERS = {engine: Masker(EVERY_GROUP, engine=engine) for engine in ENGINES}
+
+
+@pytest.mark.parametrize("leak", LEAKS, ids=lambda leak: leak.id)
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_engine_masks_the_leak_corpus_alike(leak: Leak, data: st.DataObject) -> None:
+    """The same text and the same counts from each engine (tests/masking/corpus/leaks.py;
+    the benign corpus: tests/masking/test_properties.py)."""
+    text = leak.render(data.draw(leak.secret, label="secret"))
+    results = []
+    for masker in MASKERS.values():
+        counts: Counter[str] = Counter()
+        results.append((masker.mask_text(text, counts), counts))
+    assert all(result == results[0] for result in results[1:])
 
 
 @needs_libhs

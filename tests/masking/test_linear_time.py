@@ -27,7 +27,7 @@ import pytest
 from tests.masking.adversarial import FAMILIES, Family
 from worker.masking import prefilter
 from worker.masking.config import MaskingConfig
-from worker.masking.detectors import Detector
+from worker.masking.detectors import Detector, Edit
 from worker.masking.masker import Masker
 from worker.masking.text import TextView
 from worker.render.config import WorkerConfig
@@ -113,7 +113,7 @@ def test_the_families_reach_every_detector() -> None:
     ran: set[str] = set()
 
     def tracing(detector: Detector) -> Detector:
-        def apply(view: TextView) -> tuple[str, int]:
+        def apply(view: TextView) -> list[Edit]:
             ran.add(detector.name)
             return detector.apply(view)
 

@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 
 from schemas.job import Job
 from tests.data import BENCH_JOBS, CONFORMANCE, REPO, read_jsonl
+from tests.masking.corpus.leaks import LEAKS
 from tests.masking.corpus.positions import (
     BENIGN_CASES,
     POSITIONS,
@@ -26,7 +27,7 @@ from tests.masking.corpus.positions import (
 from worker.errors import ConfigError
 from worker.masking import fields
 from worker.masking.config import MaskingConfig
-from worker.masking.detectors import BUILTIN, Detector
+from worker.masking.detectors import BUILTIN, Detector, Edit
 from worker.masking.masker import REDACTION_NOTICE, Masker
 from worker.masking.paths import walk as _walk
 from worker.masking.text import TextView
@@ -72,9 +73,12 @@ def test_each_position_really_renders_its_text(
     assert meta["masked"] == {}
 
 
-def test_the_corpus_covers_every_detector_and_field() -> None:
-    secrets_group = {d.name for d in BUILTIN if d.group == "secrets"}
-    assert {c["detector"] for c in SECRET_CASES} == secrets_group
+def test_the_corpora_cover_every_detector_and_field() -> None:
+    """Every detector masks some case of secrets.yaml (run in every position here) or of
+    the leak corpus (tests/masking/test_leaks.py), e-mail aside (tests of its own)."""
+    covered = {c["detector"] for c in SECRET_CASES} | {leak.detector for leak in LEAKS}
+    assert covered == {d.name for d in BUILTIN} - {"email"}
+    assert {c["detector"] for c in SECRET_CASES} <= {d.name for d in BUILTIN}
     assert {p.field for p in POSITIONS} == {path for path, _ in fields.all_paths()}
 
 
@@ -364,7 +368,7 @@ def test_masking_disabled_leaves_secrets_and_builds_no_masker(
 # -- fail closed --------------------------------------------------------------------
 
 
-def _exploding(view: TextView) -> tuple[str, int]:
+def _exploding(view: TextView) -> list[Edit]:
     raise RuntimeError(f"detector bug on {view.text!r}")
 
 
@@ -459,3 +463,9 @@ def test_every_payload_of_the_job_is_considered() -> None:
 def test_repository_corpus_files_exist() -> None:
     assert (REPO / "tests" / "masking" / "corpus" / "secrets.yaml").is_file()
     assert (REPO / "tests" / "masking" / "corpus" / "benign.yaml").is_file()
+
+
+def test_masking_md_names_every_detector() -> None:
+    """docs/MASKING.md's tables name every built-in detector (its `meta.masked` key)."""
+    text = (REPO / "docs" / "MASKING.md").read_text(encoding="utf-8")
+    assert [d.name for d in BUILTIN if f"`{d.name}`" not in text] == []

@@ -79,6 +79,35 @@ class LinearPattern:
         return self._run(lambda t: self._compiled.fullmatch(t) is not None, text)
 
 
+class LinearSet:
+    """Several RE2 patterns searched for in one pass (`RE2::Set`): which of them match
+    a text, in time linear in the text whatever number of patterns there are."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self, patterns: list[tuple[str, bool]]) -> None:
+        """`patterns`: (pattern, ignore case) each; a match reports its index here."""
+        options = re2.Options()
+        options.log_errors = False
+        self._set: Any = re2.Set.SearchSet(options)
+        for pattern, ignore_case in patterns:
+            if ignore_case:
+                # The prefilter's engines fold ASCII case only: a letter beyond ASCII
+                # keeps its case (`Ł` is no `ł`), and so does what folds into ASCII
+                # (`_FOLDS_TO_ASCII`, replaced in the text).
+                pattern = (
+                    "(?i:" + "".join(c if c.isascii() else f"(?-i:{c})" for c in pattern) + ")"
+                )
+            self._set.Add(pattern if ignore_case else f"(?:{pattern})")
+        self._set.Compile()
+
+    def matching(self, text: str) -> list[int]:
+        """The indexes of the patterns matching somewhere in `text`."""
+        if not text.isascii():
+            text = _encodable(text.translate(_FOLDS_TO_ASCII))
+        return self._set.Match(text) or []
+
+
 error = re2.error
 
 

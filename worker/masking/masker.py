@@ -13,7 +13,7 @@ never the text.
 """
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -26,21 +26,14 @@ from worker.masking.detectors import (
     FAILED,
     Anchor,
     Detector,
-    edits_result,
+    Edit,
+    apply_edits,
     is_basic_credentials,
-)
-from worker.masking.detectors.keys import (
-    normalise_key,
-    owns_api_key,
-    owns_aws_secret,
-    owns_cookie,
-    owns_password,
-    owns_private_key,
-    owns_secret,
-    owns_storage_key,
-    owns_token,
+    vocabulary,
 )
 from worker.masking.detectors.kubernetes_docker import mask_secret_data
+from worker.masking.detectors.values import is_reference
+from worker.masking.edit_log import EditLog
 from worker.masking.fields import DATA, all_paths
 from worker.masking.paths import (
     Run,
@@ -51,6 +44,7 @@ from worker.masking.paths import (
     parse_path,
 )
 from worker.masking.prefilter import Hits
+from worker.masking.prefixes import prefixed_lines
 from worker.masking.text import MASK_PREFIX, TextView, is_placeholder
 
 REDACTION_NOTICE = "[MASKED_FIELD: masking failed, content withheld]"
@@ -59,16 +53,19 @@ REDACTION_NOTICE = "[MASKED_FIELD: masking failed, content withheld]"
 _MAX_ROUNDS = 4
 
 # Keys whose string value is a credential in structured data, by the detector that
-# owns them (the same rules as `key: value` in text).
+# owns them (the same words as `key: value` in text).
 _KEY_RULES = (
-    ("aws_secret_access_key", owns_aws_secret, "[MASKED_AWS_SECRET_ACCESS_KEY]"),
-    ("password", owns_password, "[MASKED_PASSWORD]"),
-    ("secret", owns_secret, "[MASKED_SECRET]"),
-    ("api_key", owns_api_key, "[MASKED_API_KEY]"),
-    ("token", owns_token, "[MASKED_TOKEN]"),
-    ("private_key", owns_private_key, "[MASKED_PRIVATE_KEY]"),
-    ("cookie", owns_cookie, "[MASKED_COOKIE]"),
-    ("storage_credentials", owns_storage_key, "[MASKED_ACCOUNT_KEY]"),
+    ("aws_secret_access_key", vocabulary.AWS_SECRET),
+    ("password", vocabulary.PASSWORD),
+    ("secret", vocabulary.SECRET),
+    ("api_key", vocabulary.API_KEY),
+    ("token", vocabulary.TOKEN),
+    ("private_key", vocabulary.PRIVATE_KEY),
+    ("cookie", vocabulary.COOKIE),
+    ("storage_credentials", vocabulary.STORAGE_KEY),
+    ("credentials", vocabulary.CREDENTIALS),
+    ("encryption_key", vocabulary.ENCRYPTION_KEY),
+    ("session_id", vocabulary.SESSION),
 )
 _KEY_SHAPE = re.compile(r"[A-Za-z0-9_.-]+")
 # Which rule owns a key depends on the key alone: remembered per Masker, since
@@ -86,12 +83,12 @@ def custom_detector(pattern: CustomPattern) -> Detector:
     replacement = pattern.replacement
     group: str | int = "secret" if "secret" in compiled.groupindex else 0
 
-    def apply(view: TextView) -> tuple[str, int]:
-        edits = []
+    def apply(view: TextView) -> list[Edit]:
+        edits: list[Edit] = []
         for start, end in compiled.spans(view.text, group):
             if end > start and not view.text.startswith(MASK_PREFIX, start):
                 edits.append((start, end, replacement))
-        return edits_result(view, edits)
+        return edits
 
     anchors = tuple(Anchor(a, caseless=pattern.ignore_case) for a in pattern.anchors)
     return Detector(pattern.name, "custom", replacement, anchors, apply)
@@ -115,7 +112,7 @@ class Masker:
         detectors.extend(custom_detector(p) for p in config.patterns)
         self.detectors: tuple[Detector, ...] = tuple(detectors)
         self._enabled_names = frozenset(d.name for d in detectors)
-        self._key_rules: dict[str, tuple[str, str] | None] = {}
+        self._key_rules: dict[str, tuple[str, vocabulary.KeyValueRule] | None] = {}
         anchors: list[Anchor] = []
         anchor_ids: dict[Anchor, int] = {}
         gated: dict[int, list[int]] = {}
@@ -173,14 +170,31 @@ class Masker:
         return TextView(text, known)
 
     def _run(
-        self, text: str, hits: Hits | None, counts: dict[str, int], *, ungated: bool = False
+        self,
+        text: str,
+        hits: Hits | None,
+        counts: dict[str, int],
+        *,
+        ungated: bool = False,
+        log: EditLog | None = None,
     ) -> str:
         """Mask one text. Raises MaskingFailure naming the detector that failed.
 
         Detectors run in their fixed order; each runs when its anchor is in the text as
         it is at its turn (after a change the text is scanned again), so the result is
         the same as running every detector. Rounds repeat until one changes nothing.
+        First, lines that carry a log prefix are masked without it (`_through_prefixes`).
+        `log`, when given, records every edit in the positions of `text`.
         """
+        if log is None:
+            if ungated:
+                hits = self._all_anchors
+            elif hits is None:
+                hits = self.prefilter.scan([text]).get(0, {})
+            if hits:
+                masked = self._through_prefixes(text, counts, ungated)
+                if masked is not text:
+                    text, hits = masked, None
         for _ in range(_MAX_ROUNDS):
             if ungated:
                 hits = self._all_anchors
@@ -197,13 +211,16 @@ class Masker:
                 position += 1
                 detector = self.detectors[index]
                 try:
-                    masked, count = detector.apply(view)
+                    applied = apply_edits(view.text, detector.apply(view))
                 except Exception as exc:
                     raise MaskingFailure(detector.name) from exc
-                if not count:
+                if not applied.count:
                     continue
-                counts[detector.name] = counts.get(detector.name, 0) + count
+                masked = applied.text
+                counts[detector.name] = counts.get(detector.name, 0) + applied.count
                 changed = True
+                if log is not None:
+                    log.add(applied.edits)
                 if ungated:
                     view = TextView(masked)
                     continue
@@ -219,6 +236,41 @@ class Masker:
             text = view.text
             hits = None  # the next round looks at the masked text afresh
         return text
+
+    def _through_prefixes(self, text: str, counts: dict[str, int], ungated: bool) -> str:
+        """`text` with what its prefixed lines hold masked as if they had no prefix: a
+        PEM block, a YAML document or a JSON value printed through `docker compose
+        logs` carries `web_1  | ` on every line (`worker.masking.prefixes`)."""
+        if "\n" not in text:
+            return text
+        prefixes = prefixed_lines(text)
+        if not prefixes:
+            return text
+        parts: list[str] = []
+        cuts: list[int] = []  # where, in the text without prefixes, each prefix stood
+        removed: list[int] = []  # how much was removed up to and with each prefix
+        last = total = 0
+        for prefix in prefixes:
+            parts.append(text[last : prefix.start])
+            cuts.append(prefix.start - total)
+            total += prefix.end - prefix.start
+            removed.append(total)
+            last = prefix.end
+        parts.append(text[last:])
+        stripped = "".join(parts)
+        log = EditLog()
+        masked = self._run(stripped, None, counts, ungated=ungated, log=log)
+        if masked is stripped:
+            return text
+
+        def at(pos: int, start: bool) -> int:
+            # An edit starting where a line's prefix was keeps the prefix; one ending
+            # there ends before it.
+            index = (bisect_right if start else bisect_left)(cuts, pos) - 1
+            return pos + (removed[index] if index >= 0 else 0)
+
+        edits = [(at(s, True), at(e, False), r) for s, e, r in log.edits()]
+        return apply_edits(text, edits).text
 
     def _guarded(self, text: str, hits: Hits | None, counts: Counter[str], where: str) -> str:
         # Counted apart so a field that fails half-way contributes only its failure.
@@ -364,23 +416,29 @@ class Masker:
         ):
             return "docker_auth", "[MASKED_CREDENTIALS]"
         try:
-            rule = self._key_rules[key]
+            owner = self._key_rules[key]
         except KeyError:
-            rule = self._key_rule(key)
+            owner = self._key_rule(key)
             if len(self._key_rules) >= _KEY_RULES_MEMO:  # keys are producer data
                 self._key_rules.clear()
-            self._key_rules[key] = rule
-        if rule is None or _not_a_credential(value):
+            self._key_rules[key] = owner
+        if owner is None or _not_a_credential(value):
             return None
-        return rule
+        name, rule = owner
+        if vocabulary.is_counter(key, value) or (
+            vocabulary.path_is_reference(rule, vocabulary.normalise_key(key))
+            and is_reference(value, 0, len(value))
+        ):
+            return None
+        return name, rule.replacement
 
-    def _key_rule(self, key: str) -> tuple[str, str] | None:
+    def _key_rule(self, key: str) -> tuple[str, vocabulary.KeyValueRule] | None:
         if not _KEY_SHAPE.fullmatch(key):
             return None
-        norm = normalise_key(key)
-        for name, owns, replacement in _KEY_RULES:
-            if name in self._enabled_names and owns(key, norm):
-                return name, replacement
+        norm = vocabulary.normalise_key(key)
+        for name, rule in _KEY_RULES:
+            if name in self._enabled_names and rule.owns(key, norm):
+                return name, rule
         return None
 
     def hits_by_id(self, leaves: list[str]) -> dict[int, Hits]:

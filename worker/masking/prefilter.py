@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from worker.masking import db_cache, libhs, log
 from worker.masking.detectors import Anchor
-from worker.masking.linear_regex import LinearPattern
+from worker.masking.linear_regex import LinearSet
 
 # Per text: anchor id -> start positions of its occurrences, or None when the engine
 # only knows that it occurs.
@@ -57,49 +57,42 @@ class Prefilter(Protocol):
 
 
 class PythonPrefilter:
+    """Without Hyperscan: RE2's multi-pattern set (`LinearSet`), one pass over all texts
+    and then one over each text where something was found. The same answers as
+    Hyperscan: an anchor's literal, or its pattern (which holds the literal; a property
+    test holds the engines equal), case folded in ASCII only."""
+
     engine = "python"
 
     def __init__(self, anchors: Sequence[Anchor]) -> None:
-        self._caseless = [(i, a.literal.lower()) for i, a in enumerate(anchors) if a.caseless]
-        self._exact = [(i, a.literal) for i, a in enumerate(anchors) if not a.caseless]
-        # RE2, not `re`: a search for a pattern such as `token[key]*[:=]` retries from
-        # every `token` in a long run of key characters, quadratic with `re`.
-        self._patterns = {
-            i: LinearPattern(a.pattern, ignore_case=a.caseless)
-            for i, a in enumerate(anchors)
-            if a.pattern is not None
-        }
-
-    def _confirmed(self, ids: list[int], text: str) -> list[int]:
-        patterns = self._patterns
-        return [i for i in ids if i not in patterns or patterns[i].search(text)]
+        expressions = [
+            (_re2_escape(a.literal) if a.pattern is None else a.pattern, a.caseless)
+            for a in anchors
+        ]
+        self._empty = not anchors
+        if not self._empty:
+            self._set = LinearSet(expressions)
 
     def scan(self, texts: Sequence[str]) -> dict[int, Hits]:
-        if not texts:
+        if self._empty or not texts:
             return {}
-        # One pass per anchor over everything first: usually nothing is found and the
-        # per-text work is skipped.
+        # One pass over everything first: usually nothing is found and the per-text
+        # work is skipped. (A pattern never matches the separator.)
         joined = _SEPARATOR.join(texts)
-        exact = [(i, a) for i, a in self._exact if a in joined]
-        caseless: list[tuple[int, str]] = []
-        if self._caseless:
-            lowered = _ascii_lower(joined)
-            caseless = [(i, a) for i, a in self._caseless if a in lowered]
-        if not exact and not caseless:
+        if not self._set.matching(joined):
             return {}
+        if len(texts) == 1:
+            return {0: dict.fromkeys(self._set.matching(joined))}
         found: dict[int, Hits] = {}
         for index, text in enumerate(texts):
-            if len(texts) == 1:
-                ids = [i for i, _ in exact + caseless]
-            else:
-                ids = [i for i, a in exact if a in text]
-                if caseless:
-                    low = _ascii_lower(text)
-                    ids.extend(i for i, a in caseless if a in low)
-            ids = self._confirmed(ids, text)
+            ids = self._set.matching(text)
             if ids:
                 found[index] = dict.fromkeys(ids)
         return found
+
+
+def _re2_escape(literal: str) -> str:
+    return "".join(c if c.isalnum() or not c.isascii() else "\\" + c for c in literal)
 
 
 def _hs_escape(literal: str) -> str:

@@ -9,8 +9,14 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 # masked (masking must be idempotent) and the LLM reads what kind of value was removed.
 MASK_PREFIX = "[MASKED_"
 
-# Characters of a key such as `DB_PASSWORD`, `spring.datasource.password`, `X-API-Key`.
+# Characters of a key such as `DB_PASSWORD`, `spring.datasource.password`, `X-API-Key`
+# (and letters beyond ASCII: `contraseña`, `hasło`; see `is_key_char`).
 KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+def is_key_char(char: str) -> bool:
+    return char in KEY_CHARS or (char >= "\x80" and char.isalnum())
+
 
 _PLACEHOLDER_WORDS = frozenset(
     {
@@ -39,8 +45,18 @@ _PLACEHOLDER_WORDS = frozenset(
 _FILLER = frozenset("*xX•.-_#?")
 # `kubectl describe secret` prints sizes, not values: `DB_PASSWORD:  24 bytes`.
 _SIZE_ONLY = re.compile(r"\d+ bytes")
-# `$VAR`, `${VAR}`, `$(cmd)`, `{{ .Values.x }}`, `<password>`, `%s`, `%(pw)s`, `@file`.
-_REFERENCE_STARTS = ("$", "{{", "<", "%", "[MASKED_", "[REDACTED", "***", "…", "...")
+# Masked already, or shown masked by the tool that printed it (`****************EKEY`).
+_MASKED_STARTS = ("[MASKED_", "[REDACTED", "***", "…", "...")
+# A reference to where the value is, as a whole value: `$VAR`, `${VAR}`, `$(cmd)`,
+# `{{ .Values.x }}`, `<password>`, `%s`, `%(pw)s`, `%PASSWORD%`; a structure rather than a
+# scalar (`{"valueFrom": ...}`, `["a", "b"]`). Only the whole value: `$ecr3t!` and
+# `<S3cr` are secrets.
+_REFERENCE = re.compile(
+    r"\$(?:[{(].*|[A-Za-z_][A-Za-z0-9_]*)"
+    r"|\{\{.*|\{[\s\"'{}].*|\{[^{}]*\}|\[[\s\"'\[\]{].*|\[[^\[\]]*\]"
+    r"|<[^<>]*>|%[sd]|%\([A-Za-z_][A-Za-z0-9_]*\)s|%[A-Za-z_][A-Za-z0-9_]*%",
+    re.DOTALL,
+)
 
 
 def is_placeholder(value: str) -> bool:
@@ -48,22 +64,22 @@ def is_placeholder(value: str) -> bool:
     stripped = value.strip()
     if not stripped:
         return True
-    if stripped.startswith(_REFERENCE_STARTS):
-        return True
-    if stripped[0] in "{[(":
-        # A structure (`"password": {"valueFrom": ...}`), not a scalar credential.
+    if stripped.startswith(_MASKED_STARTS) or _REFERENCE.fullmatch(stripped):
         return True
     if set(stripped) <= _FILLER or _SIZE_ONLY.fullmatch(stripped):
         return True
-    return stripped.lower() in _PLACEHOLDER_WORDS
+    return stripped.lstrip("([").rstrip(")],;.").lower() in _PLACEHOLDER_WORDS
 
 
 _NOT_FILLER = re.compile(r"[^*xX•.\-_#?]")
 _LONGEST_PLACEHOLDER_WORD = max(map(len, _PLACEHOLDER_WORDS))
+_REFERENCE_FIRST = frozenset("${[<%")
+# A reference is judged whole; beyond this length it is read as a secret's start only.
+_LONGEST_REFERENCE = 512
 
 
 def is_placeholder_span(view: "TextView", start: int, end: int) -> bool:
-    """`is_placeholder(view.text[start:end])`, without copying the value: a value may
+    """`is_placeholder(view.text[start:end])`, without copying a long value: a value may
     run to the end of a long line, past many other keys, and each of their values is
     decided by reading only its start (up to the next keyword at most) and the
     whitespace before its end (remembered by the view)."""
@@ -73,10 +89,21 @@ def is_placeholder_span(view: "TextView", start: int, end: int) -> bool:
     end = max(start, view.space_run_start(end))
     if start == end:
         return True
-    if text.startswith(_REFERENCE_STARTS, start, end) or text[start] in "{[(":
+    if text.startswith(_MASKED_STARTS, start, end):
         return True
+    if text[start] in _REFERENCE_FIRST:
+        if text.startswith(("${", "$(", "{{"), start, end):
+            return True
+        if end - start <= _LONGEST_REFERENCE and _REFERENCE.fullmatch(text, start, end):
+            return True
     if _NOT_FILLER.search(text, start, end) is None or _SIZE_ONLY.fullmatch(text, start, end):
         return True
+    # A word in parentheses or before the punctuation of a sentence: `(none)`, `(using
+    # password: YES)`.
+    while start < end and text[start] in "([":
+        start += 1
+    while end > start and text[end - 1] in ")],;.":
+        end -= 1
     return (
         end - start <= _LONGEST_PLACEHOLDER_WORD and text[start:end].lower() in _PLACEHOLDER_WORDS
     )
@@ -95,6 +122,16 @@ def looks_random_span(text: str, start: int, end: int) -> bool:
     if length < 8:
         return False
     return length >= 20 or any(c.isdigit() for c in text[start:end])
+
+
+def occurrences(text: str, literal: str) -> list[int]:
+    """Start positions of `literal` in `text`, case kept (`TextView.find_all` folds it)."""
+    found = []
+    pos = text.find(literal)
+    while pos >= 0:
+        found.append(pos)
+        pos = text.find(literal, pos + 1)
+    return found
 
 
 def splice(text: str, edits: list[tuple[int, int, str]]) -> str:
@@ -150,6 +187,7 @@ class TextView:
 
     __slots__ = (
         "_blank_runs",
+        "_line",
         "_lowered",
         "_next",
         "_positions",
@@ -166,6 +204,7 @@ class TextView:
         self._next: dict[re.Pattern[str], tuple[int, int]] = {}
         self._blank_runs: dict[int, int] = {}
         self._space_runs: dict[int, int] = {}
+        self._line = (0, -1)  # (start, end) of the last line asked about
         # Results several detectors need, computed by the first (e.g. keys by keyword).
         self.cache: dict[str, object] = {}
 
@@ -212,6 +251,22 @@ class TextView:
         """End of the line holding `pos` (exclusive); a JSON-escaped `\\n` (or `\\r\\n`)
         breaks lines too, as in `lines`."""
         return self.next_at(_LINE_BREAK, pos)
+
+    def line_start(self, pos: int) -> int:
+        """Start of the line holding `pos` (a JSON-escaped `\\n` breaks lines too).
+
+        The last line asked about is remembered, so the keys along one long line find
+        its start once."""
+        start, end = self._line
+        if start <= pos <= end:
+            return start
+        text = self.text
+        start = text.rfind("\n", 0, pos) + 1
+        escaped = text.rfind("\\n", start, pos)
+        if escaped >= 0 and escaped + 2 <= pos:
+            start = escaped + 2
+        self._line = (start, self.line_end(start))
+        return start
 
     def blank_run_start(self, end: int) -> int:
         """Where the run of spaces and tabs that ends at `end` starts."""

@@ -6,7 +6,19 @@ before the detectors that mask "the value after a key", so `Authorization: Beare
 eyJ...` counts as a JWT and its masked value is left alone.
 """
 
-from worker.masking.detectors import cloud, keyvalue, kubernetes_docker, pem_tokens, pii, urls
+from worker.masking.detectors import (
+    cards,
+    cloud,
+    command_line,
+    formats,
+    jwt,
+    keyvalue,
+    kubernetes_docker,
+    pem_tokens,
+    pii,
+    urls,
+    vendors,
+)
 from worker.masking.detectors.base import (
     DEFAULT_GROUPS,
     GROUPS,
@@ -14,9 +26,11 @@ from worker.masking.detectors.base import (
     REGISTERED,
     SECRETS,
     Anchor,
+    Applied,
     Detector,
+    Edit,
     Split,
-    edits_result,
+    apply_edits,
 )
 from worker.masking.detectors.kubernetes_docker import is_basic_credentials
 
@@ -30,14 +44,28 @@ __all__ = [
     "RESERVED_NAMES",
     "SECRETS",
     "Anchor",
+    "Applied",
     "Detector",
+    "Edit",
     "Split",
-    "edits_result",
+    "apply_edits",
     "is_basic_credentials",
 ]
 
 # The families, imported for their registrations.
-FAMILIES = (pem_tokens, kubernetes_docker, cloud, keyvalue, urls, pii)
+FAMILIES = (
+    pem_tokens,
+    jwt,
+    vendors,
+    kubernetes_docker,
+    cloud,
+    keyvalue,
+    formats,
+    command_line,
+    cards,
+    urls,
+    pii,
+)
 
 ORDER = (
     "private_key",
@@ -45,19 +73,25 @@ ORDER = (
     "kubeconfig",
     "kubernetes_secret",
     "docker_auth",
+    *vendors.ORDER,
     "jwt",
-    "github_token",
-    "slack_token",
-    "aws_access_key_id",
     "aws_secret_access_key",
+    "aws_access_key_id",
     "authorization",
     "cookie",
     "token",
     "api_key",
     "storage_credentials",
     "netrc",
+    "pgpass",
+    "sql_password",
     "password",
     "secret",
+    "credentials",
+    "encryption_key",
+    "session_id",
+    "command_line",
+    "card_number",
     "url_credentials",
     "email",
 )

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from worker.masking.linear_regex import LinearPattern
 from worker.masking.text import MASK_PREFIX, TextView, drop_overlaps, splice
 
-Apply = Callable[[TextView], tuple[str, int]]
+# (start, end, replacement): what a detector would write over text[start:end].
+Edit = tuple[int, int, str]
+Apply = Callable[[TextView], list[Edit]]
 Pattern = re.Pattern[str] | LinearPattern
 
 
@@ -85,15 +87,36 @@ class Detector:
     apply: Apply
 
 
-def edits_result(view: TextView, edits: list[tuple[int, int, str]]) -> tuple[str, int]:
-    text = view.text
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What a detector's edits did to a text: the new text, the edits kept (sorted, not
+    overlapping, in the old text's positions) and how many values they masked."""
+
+    text: str
+    edits: list[Edit]
+    count: int
+
+
+def apply_edits(text: str, edits: list[Edit]) -> Applied:
+    """`text` with `edits` applied: no-ops left out, the leftmost (then longest) of
+    overlapping edits kept.
+
+    An edit counts the masks it adds: one, or more for an edit that rewrites a nested
+    document (a Secret escaped in a JSON string), never less than one.
+    """
     # An edit that changes nothing is no edit (compared without copying the span: the
     # spans of overlapping edits may each run to the end of a long line).
     edits = [e for e in edits if not (e[1] - e[0] == len(e[2]) and text.startswith(e[2], e[0]))]
     if not edits:
-        return text, 0
+        return Applied(text, [], 0)
     edits = drop_overlaps(edits)
-    return splice(text, edits), len(edits)
+    count = 0
+    for start, end, replacement in edits:
+        added = replacement.count(MASK_PREFIX)
+        if added > 1:
+            added -= text.count(MASK_PREFIX, start, end)
+        count += max(1, added)
+    return Applied(splice(text, edits), edits, count)
 
 
 def regex_detector(
@@ -113,7 +136,7 @@ def regex_detector(
     """
     compiled = patterns if isinstance(patterns, tuple) else (patterns,)
 
-    def apply(view: TextView) -> tuple[str, int]:
+    def apply(view: TextView) -> list[Edit]:
         text = view.text
         edits = []
         for pattern in compiled:
@@ -130,20 +153,20 @@ def regex_detector(
                     continue
                 if end > start and not text.startswith(MASK_PREFIX, start):
                     edits.append((start, end, replacement))
-        return edits_result(view, edits)
+        return edits
 
     return apply
 
 
 def chain(*parts: Apply) -> Apply:
-    def apply(view: TextView) -> tuple[str, int]:
-        total = 0
+    """The edits of every part, each run on the same text (where two overlap, the
+    leftmost, then longest, is applied)."""
+
+    def apply(view: TextView) -> list[Edit]:
+        edits: list[Edit] = []
         for part in parts:
-            text, count = part(view)
-            if count:
-                total += count
-                view = TextView(text)
-        return view.text, total
+            edits.extend(part(view))
+        return edits
 
     return apply
 

@@ -1,168 +1,87 @@
-"""Finding credentials written as a key and a value: `password: x`, `DB_PASSWORD=x`,
-`"client_secret": "x"`, `--token x`, `?access_token=x`, a Kubernetes env pair
-`name: DB_PASSWORD` / `value: x`. Shared by the key-value and cloud-key families, and
-by the masker for keys of structured data.
+"""Finding credentials written as a key and a value, wherever the key stands on its line.
+
+`password: x`, `DB_PASSWORD=x`, `"client_secret": "x"`, `--token x`, `?access_token=x`,
+`spring.datasource.password x`, `| password | x |`, `password<TAB>x`, `<password>x
+</password>`, a key and its value on the next line or in a YAML block scalar, a
+Kubernetes env entry (`name: DB_PASSWORD` with its `value:` after or before it). The
+key may follow a log prefix, stand in a sentence or in a table cell.
 
 Driven by the positions of a few keywords rather than by one big case-insensitive
 regex (which Python runs slowly, trying every position): the prefilter usually knows
-where each keyword is already, and the anchored regexes then run only there. The key
-around a keyword decides whether it names a credential (`client_secret` does,
-`secretName` does not).
+where each keyword is already, and the anchored regexes then run only there. This
+module reads what follows a key; which keys name a credential is `vocabulary`, where a
+value ends and whether it is one `values`, where a key stands on its line and what the
+lines around it hold `layout`, and the values an entry names `entries`.
 """
 
+import itertools
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 from typing import cast
 
 from worker.masking.detectors.base import (
-    KEY_TAIL,
-    LOOSE_QUOTE,
     QUOTE,
     SPACE,
     Anchor,
     Apply,
-    Confirm,
-    Split,
-    edits_result,
+    Edit,
 )
-from worker.masking.text import (
-    KEY_CHARS,
-    MASK_PREFIX,
-    TextView,
-    is_placeholder_span,
+from worker.masking.detectors.entries import element_text, name_before, pair_value
+from worker.masking.detectors.layout import (
+    block_value,
+    header_row,
+    heads_line,
+    in_cell,
+    line_head,
+    next_line_value,
+    table_header,
 )
+from worker.masking.detectors.values import (
+    BLOCK,
+    LOOSE,
+    SHAPED,
+    STRONG,
+    Form,
+    Found,
+    holds_a_value,
+    is_reference,
+    is_variable,
+    quoted_end,
+    reads_as_prose,
+    shaped_like_secret,
+    value_end,
+)
+from worker.masking.detectors.vocabulary import (
+    KeyValueRule,
+    is_counter,
+    key_words,
+    normalise_key,
+    path_is_reference,
+)
+from worker.masking.text import TextView, is_key_char
 
-# `:` after an unquoted key only counts when the key starts its line (YAML, headers,
-# `key: value` logs) or follows an opening brace or separator, so prose such as
-# "failed to validate token: signature is invalid" is left alone.
-_LINE_PREFIX_OK = frozenset(" \t-*>#|+")
-_AFTER_OK = frozenset("{,;([")
-# What may stand before a header key in a curl argument (`-H 'X-API-Key: v'`) or before
-# an assigned variable (`export DB_PASSWORD=x`), each after the line start or a space.
-_CURL_HEADER_FLAGS = ("-H", "--header")
-_EXPORT_WORDS = ("export", "set", "setx", "ENV")
-
+# An operator after a key (a quote closing a quoted key before it), and a quote opening
+# the value after it. `：` and `＝` are the full-width forms.
 _SEPARATOR = re.compile(
-    r"(?P<kq>\\{0,3}[\"'])?[ \t]*(?P<op>:=|=>|==|[:=])[ \t]*(?P<vq>\\{0,3}[\"'])?"
+    r"(?P<kq>\\{0,3}[\"'])?[ \t]*(?P<op>:=|=>|==|[:=]|：|＝)[ \t]*(?P<vq>\\{0,3}[\"'])?"
 )
-_ARG_GAP = re.compile(r"[ \t]+")
-_NAME_BEFORE = re.compile(r"\bname\\{0,3}[\"']?[ \t]*[:=][ \t]*\\{0,3}[\"']?$", re.IGNORECASE)
-_VALUE_AFTER = re.compile(
-    r"(?P<kq>\\{0,3}[\"'])?[ \t]*,?(?:\s|\\n|\\r){0,8}(?:-[ \t]+)?\\{0,3}[\"']?value\\{0,3}[\"']?"
-    r"[ \t]*[:=][ \t]*(?P<vq>\\{0,3}[\"'])?",
-    re.IGNORECASE,
-)
-_DQ_VALUE = re.compile(r'(?:[^"\\\n]|\\[^\n])*')
-# Where values stop, one character (or escape) each: `TextView.next_at` patterns.
-_UNQUOTED_STOP = re.compile(r"[\s&\"'`;,)\]}<>]|\\[nrt\"]")
-_BLANK_HASH = re.compile(r"[ \t]#")  # a YAML comment starts at the blanks before `#`
-
-Classifier = Callable[[str, str], bool]
-
-
-def normalise_key(key: str) -> str:
-    return key.lower().replace("_", "").replace("-", "").replace(".", "")
-
-
-@dataclass(frozen=True, slots=True)
-class KeyValueRule:
-    """Which keys a detector owns and what their values become."""
-
-    keywords: tuple[str, ...]  # lower-case; every owned key contains one
-    owns: Classifier  # (raw key, normalised key) -> bool
-    replacement: str
-
-
-# Each helper below reads only around one key: between the key and the next place its
-# value can stop, or back to where its line starts. What reaches further (a line's end,
-# the blanks before it) is asked of the view, which remembers it, so a line holding
-# thousands of keys costs its length, not its length per key.
-
-
-def _quoted_end(view: TextView, start: int, quote: str) -> int:
-    """End (exclusive) of a quoted value starting at `start`; the line's end if unclosed.
-
-    `quote` is the opening quote as written: `"`, `'`, or an escaped `\\"` inside JSON.
-    """
-    text = view.text
-    stop = view.line_end(start)
-    if quote == '"':
-        # Stops at the first unescaped `"`: the opening quote of the next key's value
-        # at the latest, so the values of several keys are never read twice.
-        match = _DQ_VALUE.match(text, start)
-        end = match.end() if match else start
-        return end if text.startswith('"', end) else stop
-    end = text.find(quote, start, stop)
-    return end if end >= 0 else stop
-
-
-def _at_line_start(text: str, pos: int) -> bool:
-    """Whether `pos` starts a line (a JSON-escaped `\\n` breaks lines too)."""
-    return pos == 0 or text[pos - 1] == "\n" or (pos >= 2 and text.startswith("\\n", pos - 2))
-
-
-def _space_before(text: str, pos: int) -> int:
-    """Where the whitespace ending at `pos` starts, within its line."""
-    while pos > 0 and text[pos - 1].isspace() and text[pos - 1] != "\n":
-        pos -= 1
-    return pos
-
-
-def _word_before(text: str, pos: int, words: tuple[str, ...]) -> bool:
-    """Whether one of `words` ends at `pos`, starting its line or after whitespace."""
-    for word in words:
-        start = pos - len(word)
-        if (
-            start >= 0
-            and text.startswith(word, start)
-            and (_at_line_start(text, start) or text[start - 1].isspace())
-        ):
-            return True
-    return False
-
-
-def _key_position_ok(text: str, key_start: int) -> bool:
-    """Whether an unquoted key followed by `:` is a mapping key, judged by what stands
-    before it on its line, read backwards from the key (never the whole line)."""
-    i = key_start
-    while i > 0 and text[i - 1] in _LINE_PREFIX_OK:
-        i -= 1
-    if _at_line_start(text, i):
-        return True  # only list markers, quotes of Markdown, indentation before it
-    gap = _space_before(text, key_start)
-    if gap > 0 and text[gap - 1] in _AFTER_OK:
-        return True
-    if gap < key_start and _word_before(text, gap, _EXPORT_WORDS):
-        return True
-    # A curl header: `-H 'X-API-Key: v'`, the quote maybe escaped up to three times.
-    i = key_start - 1 if key_start > 0 and text[key_start - 1] in "'\"" else key_start
-    floor = max(0, i - 3)
-    while i > floor and text[i - 1] == "\\":
-        i -= 1
-    gap = _space_before(text, i)
-    return gap < i and _word_before(text, gap, _CURL_HEADER_FLAGS)
-
-
-def _value_span(view: TextView, start: int, quote: str | None, yaml_like: bool) -> tuple[int, int]:
-    if quote:
-        return start, _quoted_end(view, start, quote)
-    if yaml_like:
-        # `password: two words` in YAML is one value: the rest of the line less a comment.
-        end = view.line_end(start)
-        comment = view.next_at(_BLANK_HASH, start)
-        if comment < end:
-            end = comment
-        return start, max(start, view.blank_run_start(end))
-    return start, view.next_at(_UNQUOTED_STOP, start)
+_BLANKS = re.compile(r"[ \t]+")
+# What may follow a quoted value's closing quote without going on with it.
+_AFTER_QUOTED = frozenset(" \t\r\n,;)]}>\\/#|")
+_BLOCK_INDICATOR = re.compile(r"[|>][-+]?[0-9]?[-+]?[ \t]*(?:#[^\n]*)?(?=\r?\n|\\n|$)")
+_SAID = re.compile(r"(?:is|was)[ \t]+(?:now[ \t]+|still[ \t]+|set to[ \t]+)?(?=[^\s])")
+# Directives of configuration files that take their value after a blank.
+_DIRECTIVES = frozenset({"requirepass", "masterauth", "masteruser", "identified"})
+_SHORT = frozenset({"pass", "pw"})
+# Programs whose password flag takes no argument after a blank (it prompts).
+_PROMPTING = re.compile(r"(?:\S*/)?(?:mysql|mariadb)[\w-]*[ \t]")
 
 
 def keys_around(view: TextView, keyword: str) -> list[tuple[int, int, str, str]]:
     """(start, end, key, normalised key) of each key holding `keyword`, computed once per
     text and shared by the detectors that look for the same keyword."""
-    cache = view.cache
-    cached = cache.get(keyword)
+    cache_ = view.cache
+    cached = cache_.get(keyword)
     if cached is not None:
         return cast("list[tuple[int, int, str, str]]", cached)
     text = view.text
@@ -173,249 +92,291 @@ def keys_around(view: TextView, keyword: str) -> list[tuple[int, int, str, str]]
         if pos < skip_to:
             continue  # inside a key already looked at
         key_start = pos
-        while key_start > 0 and text[key_start - 1] in KEY_CHARS:
+        while key_start > 0 and is_key_char(text[key_start - 1]):
             key_start -= 1
         key_end = pos + len(keyword)
-        while key_end < n and text[key_end] in KEY_CHARS:
+        while key_end < n and is_key_char(text[key_end]):
             key_end += 1
         skip_to = key_end
         key = text[key_start:key_end].rstrip(".-")
         if key:
             found.append((key_start, key_start + len(key), key, normalise_key(key)))
-    cache[keyword] = found
+    cache_[keyword] = found
     return found
 
 
-def find_values(view: TextView, rule: KeyValueRule) -> list[tuple[int, int, str]]:
+def find_values(view: TextView, rule: KeyValueRule) -> list[Edit]:
     """(start, end, replacement) of every credential value `rule` owns in the text."""
     text = view.text
-    edits: list[tuple[int, int, str]] = []
-    seen_keys: set[int] = set()
+    edits: list[Edit] = []
+    seen: set[tuple[int, int]] = set()
     for keyword in rule.keywords:
+        covered = 0  # a value masked already (or a block scalar) holds no key of its own
         for key_start, key_end, key, norm in keys_around(view, keyword):
-            if key_start in seen_keys or not rule.owns(key, norm):
+            if key_start < covered or (key_start, key_end) in seen:
                 continue
-            seen_keys.add(key_start)
-            span = _value_after_key(view, key_start, key_end, key)
-            if span is None:
-                span = _env_pair_value(view, key_start, key_end)
-            if span is None:
+            if key_start > 0 and text[key_start - 1] in "/\\":
+                continue  # a path's segment (`kubernetes.io/service-account-token`)
+            seen.add((key_start, key_end))
+            if not rule.owns(key, norm):
                 continue
-            start, end = span
-            # The value is judged by its edges, never copied: it may hold the next keys.
-            if end <= start or text.startswith(MASK_PREFIX, start):
+            found = value_of_key(view, key_start, key_end, key)
+            if found is None:
                 continue
-            if is_placeholder_span(view, start, end):
+            start, end, strength = found
+            if strength == BLOCK:
+                covered = max(covered, end)  # its lines are its text, whatever it holds
+                strength = STRONG
+            if not holds_a_value(view, start, end):
                 continue
-            if _is_variable_named_like(text, key, start, end, rule):
+            if is_variable(
+                text, key, start, end, lambda name: rule.owns(name, normalise_key(name))
+            ):
+                continue
+            first_word = text[start : min(end, start + 24)].split(maxsplit=1) or [""]
+            if is_counter(key, first_word[0]):
+                continue  # `tests: pass=42`, `PASS: 118, FAIL: 2`
+            path_valued = path_is_reference(rule, norm) and text[key_start - 1 : key_start] != ";"
+            if (strength or path_valued) and is_reference(text, start, end):
+                continue  # (`PWD=/home/app` is a directory; ODBC's `;PWD=/x` no path)
+            if strength >= LOOSE and reads_as_prose(text, start, end):
+                continue
+            if strength == SHAPED and not shaped_like_secret(text, start, end):
                 continue
             edits.append((start, end, rule.replacement))
+            covered = max(covered, end)
     return edits
 
 
-_IDENTIFIER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-
-
-def _is_variable_named_like(text: str, key: str, start: int, end: int, rule: KeyValueRule) -> bool:
-    """`password=password`, `password=self.db_password`: code passing a variable."""
-    bare = key.lstrip("-")
-    # (Lower-casing keeps the length of anything that can equal an ASCII key.)
-    if end - start == len(bare) and text[start:end].lower() == bare.lower():
-        return True
-    path = _IDENTIFIER_PATH.match(text, start, end)
-    if path is None or path.end() != end:
-        return False
-    dot = text.rfind(".", start, end)
-    if dot < 0:
-        return False
-    name = text[dot + 1 : end]
-    return rule.owns(name, normalise_key(name))
-
-
-def _value_after_key(
-    view: TextView, key_start: int, key_end: int, key: str
-) -> tuple[int, int] | None:
+def value_of_key(view: TextView, key_start: int, key_end: int, key: str) -> Found | None:
+    """Where the value written after (or for) the key at `key_start` is, and how much it
+    must prove to be masked; None when nothing there is a value."""
     text = view.text
     sep = _SEPARATOR.match(text, key_end)
     if sep is not None:
-        key_quote = sep.group("kq")
-        op = sep.group("op")
+        return _after_operator(view, key_start, key, sep)
+    element = element_text(view, key_start, key_end)
+    if element is not None:
+        return element
+    name = name_before(text, key_start)
+    if name is not None:
+        return pair_value(view, name, key_end)
+    return _after_blank(view, key_start, key_end, key)
+
+
+def _after_operator(view: TextView, key_start: int, key: str, sep: re.Match[str]) -> Found | None:
+    text = view.text
+    key_quote, op, value_quote = sep.group("kq"), sep.group("op"), sep.group("vq")
+    if key_quote and not text.endswith(key_quote, 0, key_start):
+        return None  # a closing quote with no opening one: not a quoted key
+    gap = text[sep.start() + len(key_quote or "") : sep.start("op")]
+    if key.startswith("-") and gap:
+        return _after_blank(view, key_start, key_start + len(key), key)  # `--password ==x`
+    if (len(gap) > 1 or "\t" in gap) and sep.end("op") == sep.end() and not key_quote:
+        # A column's gap, then a value starting with `:` or `=` (`PASSWORD    :x`).
+        return _after_blank(view, key_start, key_start + len(key), key)
+    if op == "==" and (
+        sep.start("op") > sep.start() or text.startswith((" ", "\t"), sep.end("op"))
+    ):
+        return None  # a comparison (`token == ""`), not an assignment
+    start = sep.end()
+    if op == "==":
+        start -= 1  # `password==x`: the value is `=x`
+    if value_quote:
+        end = quoted_end(view, start, value_quote)
+        after = end + len(value_quote)
+        if end == start and after < len(text) and text[after] not in _AFTER_QUOTED:
+            start -= len(value_quote)  # `''x`: no quoted value, a word starting with quotes
+        if not key_quote and after < len(text) and text[after] not in _AFTER_QUOTED:
+            # More right after the closing quote (`'x'y`, a shell word; `''00`): the
+            # quoted part is only the value's start.
+            yaml = op in (":", "：") and heads_line(view, key_start)
+            return start, value_end(view, after, Form.SCALAR if yaml else Form.WORD), STRONG
+        return start, end, STRONG
+    outer = text[key_start - 1] if key_start > 0 and not key_quote else ""
+    if outer in ("'", '"'):
+        # A header inside a quoted argument (`-H 'X-API-Key: v'`) ends with the quote.
+        end = text.find(outer, start, view.line_end(start))
+        if end >= 0:
+            return start, end, STRONG
+    at_line_end = start >= view.line_end(start)
+    if op in (":", "："):
         if key_quote:
-            if key_start < len(key_quote) or not text.startswith(
-                key_quote, key_start - len(key_quote)
-            ):
-                return None
-        elif op == ":" and not _key_position_ok(text, key_start):
+            # JSON's unquoted values are numbers and literals: a word there is prose
+            # (`volume "db-password" : secret "db-password" not found`).
+            return start, value_end(view, start, Form.WORD, in_string=False), SHAPED
+        if at_line_end:
+            return next_line_value(view, key_start, start)
+        if sep.end("op") == start:  # `key:value`, no blank
+            if key.startswith("-"):
+                return start, value_end(view, start, Form.WORD), STRONG
+            if text.startswith("//", start):
+                return None  # a URL's scheme
+            return start, value_end(view, start, Form.WORD), SHAPED
+        block = _BLOCK_INDICATOR.match(text, start)
+        if block is not None:
+            return block_value(view, key_start, block.end())
+        form = Form.SCALAR if heads_line(view, key_start) else Form.WORD
+        return start, value_end(view, start, form), LOOSE
+    if at_line_end:
+        return None  # `password=` with nothing after it
+    if text.startswith("N'", start):  # SQL Server's Unicode string: `PASSWORD = N'x'`
+        return start + 2, quoted_end(view, start + 2, "'"), STRONG
+    before = text[key_start - 1] if key_start > 0 else "\n"
+    if text.startswith("{", start) and not text.startswith("{{", start):
+        end = quoted_end(view, start + 1, "{")  # a braced ODBC value: `Pwd={a;b}`
+        braced = text.startswith("}", end) and not any(c in text[start:end] for c in '":')
+        if braced and (before == ";" or end + 1 >= len(text) or text[end + 1] in "; \t\r\n"):
+            return start + 1, end, STRONG
+    if before in "?&#":
+        form = Form.URL_PARAM
+    elif before == ";":
+        form = Form.FIELD
+    elif sep.start("op") > key_start + len(key) and heads_line(view, key_start):
+        form = Form.SCALAR  # `key = value` of INI, TOML, HCL: the rest of the line
+    else:
+        form = Form.WORD
+    return start, value_end(view, start, form), STRONG
+
+
+def _after_blank(view: TextView, key_start: int, key_end: int, key: str) -> Found | None:
+    """The forms without an operator: flags, table cells, columns, a quoted value or a
+    configuration directive after a blank, Java properties."""
+    text = view.text
+    gap = _BLANKS.match(text, key_end)
+    if gap is None:
+        return None
+    start = gap.end()
+    if start >= len(text) or text[start] in "\r\n" or text.startswith(("\\n", "\\r"), start):
+        return None
+    first = text[start]
+    if key.startswith("-"):
+        # A flag's argument: `--password x`, `-storepass x` (not `-p x`: too short;
+        # not mysql's `--password db`, which prompts).
+        if (not key.startswith("--") and len(key) < 4) or first == "-":
             return None
-        if op == "==":
-            return None  # a comparison (`token == ""`), not an assignment
-        yaml_like = op == ":" and not key_quote and not sep.group("vq")
-        if yaml_like and not text.startswith((" ", "\t"), sep.start("op") + 1):
-            # `key:value` without a space is a YAML scalar or a URL, not a mapping.
-            yaml_like = False
-            if not key.startswith("-"):
-                return None
-        outer = text[key_start - 1] if key_start > 0 and not key_quote else ""
-        if outer in ("'", '"') and not sep.group("vq"):
-            # A header inside a quoted argument (`-H 'X-API-Key: v'`) ends with the quote.
-            start = sep.end()
-            end = text.find(outer, start, view.line_end(start))
-            if end >= 0:
-                return start, end
-        return _value_span(view, sep.end(), sep.group("vq"), yaml_like)
-    if key.startswith("--"):
-        gap = _ARG_GAP.match(text, key_end)
-        if gap is None or text.startswith("-", gap.end()):
+        if _PROMPTING.match(text, line_head(view, key_start)[1]):
             return None
-        quote = text[gap.end()] if gap.end() < len(text) and text[gap.end()] in "\"'" else None
-        start = gap.end() + (1 if quote else 0)
-        return _value_span(view, start, quote, yaml_like=False)
+        if first in "\"'":
+            return start + 1, quoted_end(view, start + 1, first), STRONG
+        return start, value_end(view, start, Form.WORD), STRONG
+    if first == "|" and in_cell(text, key_start):
+        if table_header(view, key_start):
+            return None
+        cell = _BLANKS.match(text, start + 1)
+        start = cell.end() if cell else start + 1
+        return start, value_end(view, start, Form.CELL), LOOSE
+    if first in "\"'":
+        # SQL's `PASSWORD 'x'`, `requirepass "x"`, `the password "x"`; not Kubernetes'
+        # `secret "payments-tls" not found`, which names a Secret.
+        if not (
+            _compound(key) or key.isupper() or key.lower() in _DIRECTIVES or _names_password(key)
+        ):
+            return None
+        return start + 1, quoted_end(view, start + 1, first), STRONG
+    said = _SAID.match(text, start)
+    if said is not None:
+        # A sentence: "the db password is Tr0ub4dor&3". Only a value that reads as no
+        # word ("the password is correct", "token is 3600 seconds" stay).
+        value = said.end()
+        end = value_end(view, value, Form.WORD)
+        if end - value >= 6 and not text[value:end].isdigit():
+            return value, end, SHAPED
+        return None
+    blanks = text[key_end:start]
+    if blanks.strip("\t") == "" or (len(blanks) > 1 and blanks.strip(" ") == ""):
+        if key.isupper() and header_row(view, key_start):
+            return None  # a table's header row: `USER   PASSWORD   HOST`
+        return start, value_end(view, start, Form.COLUMN), LOOSE
+    if key.lower() in _DIRECTIVES:
+        return start, value_end(view, start, Form.WORD), LOOSE
+    if _compound(key):
+        if heads_line(view, key_start):
+            return start, value_end(view, start, Form.LINE), LOOSE  # Java properties
+        if (
+            key_words(key)[-1] not in _SHORT  # `proxy_pass http://...` is nginx's
+            and first != "-"  # the next flag
+            and not _names_a_variable(text, key_start)
+        ):
+            return start, value_end(view, start, Form.WORD), SHAPED
     return None
 
 
-def _env_pair_value(view: TextView, key_start: int, key_end: int) -> tuple[int, int] | None:
-    """The value of `- name: DB_PASSWORD` / `value: x` (YAML or JSON env entries)."""
-    text = view.text
-    if not _NAME_BEFORE.search(text, max(0, key_start - 24), key_start):
-        return None
-    after = _VALUE_AFTER.match(text, key_end)
-    if after is None:
-        return None
-    quote = after.group("vq")
-    yaml_like = not quote
-    return _value_span(view, after.end(), quote, yaml_like)
-
-
-# -- which keys each detector owns --------------------------------------------------
-
-_PAGINATION = ("nexttoken", "pagetoken", "continuetoken", "continuationtoken", "synctoken")
-
-
-def owns_password(key: str, norm: str) -> bool:
-    if norm.endswith(("password", "passwd", "passphrase")):
+def _names_a_variable(text: str, key_start: int) -> bool:
+    """`docker run -e DB_PASSWORD image`, `-passout env:P12_PASSWORD`: the key is a
+    flag's argument or a reference, a variable's name passed on without its value."""
+    if key_start > 0 and text[key_start - 1] in ":$={":
         return True
-    if norm.endswith("pwd"):
-        return norm not in ("pwd", "oldpwd")  # the shell's working directory
+    word_end = key_start
+    while word_end > 0 and text[word_end - 1] in " \t":
+        word_end -= 1
+    word = word_end
+    while word > 0 and not text[word - 1].isspace():
+        word -= 1
+    return word < word_end and text.startswith("-", word)
+
+
+def _names_password(key: str) -> bool:
     lower = key.lower()
-    return lower.lstrip("-") == "pass" or lower.endswith(("_pass", "-pass", ".pass"))
+    return "pass" in lower or "pwd" in lower
 
 
-def owns_aws_secret(key: str, norm: str) -> bool:
-    return norm.endswith(("secretaccesskey", "awssecretkey"))
+def _compound(key: str) -> bool:
+    """`db_password`, `spring.datasource.password`, `dbPassword`: a key, not a word."""
+    inner = key.strip("-_.")
+    return any(c in "_.-" for c in inner) or any(
+        a.islower() and b.isupper() for a, b in itertools.pairwise(inner)
+    )
 
 
-def owns_secret(key: str, norm: str) -> bool:
-    return norm.endswith(("secret", "secretkey")) and not owns_aws_secret(key, norm)
+# -- anchors ------------------------------------------------------------------------------
 
-
-def owns_token(key: str, norm: str) -> bool:
-    return norm.endswith("token") and not norm.endswith(_PAGINATION)
-
-
-def owns_api_key(key: str, norm: str) -> bool:
-    # `api_token` ends with "token": the token detector masks it.
-    return norm.endswith("apikey")
-
-
-def owns_private_key(key: str, norm: str) -> bool:
-    return norm.endswith("privatekey")
-
-
-def owns_storage_key(key: str, norm: str) -> bool:
-    # Azure Storage and Service Bus connection strings (`AccountKey=`,
-    # `SharedAccessKey=`); `SharedAccessKeyName` names the key and stays.
-    return norm.endswith(("accountkey", "sharedaccesskey"))
-
-
-def owns_cookie(key: str, norm: str) -> bool:
-    return norm.endswith("cookie")
-
-
-PASSWORD = KeyValueRule(("pass", "pwd"), owns_password, "[MASKED_PASSWORD]")
-SECRET = KeyValueRule(("secret",), owns_secret, "[MASKED_SECRET]")
-AWS_SECRET = KeyValueRule(("secret",), owns_aws_secret, "[MASKED_AWS_SECRET_ACCESS_KEY]")
-TOKEN = KeyValueRule(("token",), owns_token, "[MASKED_TOKEN]")
-API_KEY = KeyValueRule(("api_key", "apikey", "api-key"), owns_api_key, "[MASKED_API_KEY]")
-STORAGE_KEY = KeyValueRule(
-    ("accountkey", "account_key", "account-key", "sharedaccesskey"),
-    owns_storage_key,
-    "[MASKED_ACCOUNT_KEY]",
-)
-
-
-# -- anchors and detectors of key-value rules ----------------------------------------
-
-_KEY_RUN = re.compile(r"[A-Za-z0-9_.\-]+")
-
-
-def _key_run_end(text: str, start: int) -> int:
-    """Where the run of key characters starting at `start` ends."""
-    if start >= len(text) or text[start] not in KEY_CHARS:
-        return start  # the usual case (a keyword in prose), without a regex call
-    match = _KEY_RUN.match(text, start)
-    return match.end() if match else start
-
-
-def _flag_confirm(length: int) -> Confirm:
-    """`--[key]*KEYWORD[key]*[ \t]` at an occurrence of a keyword of `length` chars.
-
-    A match holds an occurrence preceded, within the run of key characters that ends
-    there, by `--`, and followed by a run of key characters and a blank. Neighbouring
-    occurrences share their runs, so no character is walked twice: linear in the text.
-    """
-
-    def confirm(text: str, starts: list[int]) -> bool:
-        size = len(text)
-        # A `--` before the previous checked occurrence was not there: look after it.
-        floor = 0
-        after_from = after_to = -1  # the key run from `after_from` on ends at `after_to`
-        for start in starts:
-            end = start + length
-            if not after_from <= end <= after_to:
-                after_to = _key_run_end(text, end)
-            after = after_to
-            after_from = end
-            if after >= size or text[after] not in " \t":
-                continue
-            run = start
-            while run > floor and text[run - 1] in KEY_CHARS:
-                run -= 1
-            if text.find("--", run, start) >= 0:
-                return True
-            floor = start
-        return False
-
-    return confirm
+# Key characters after a keyword. ASCII, but for the keywords whose words go on with
+# other letters (`contrase` of `contraseña`, `jelsz` of `jelszó`): the detectors own no
+# key whose end is beyond ASCII otherwise (the tail of an owned key is a qualifier).
+_TAIL = r"[A-Za-z0-9_.\-]*"
+_WIDE_TAIL = r"(?:[A-Za-z0-9_.\-]|[^\x00-\x7f])*"
+_WIDE = frozenset({"contrase", "jelsz"})
 
 
 @cache  # one Anchor per keyword: detectors sharing it share its prefilter work
 def key_anchor(keyword: str) -> Anchor:
-    """Where `find_values` can match: a key holding `keyword` followed by a
-    separator, a space (`--token x`), or a Kubernetes env pair's `value` key."""
-    k = re.escape(keyword)
-    separator = rf"{k}{KEY_TAIL}{QUOTE}[ \t]*[:=]"
-    flag = rf"--{KEY_TAIL}{k}{KEY_TAIL}[ \t]"
-    env_value = (
-        rf"{k}{KEY_TAIL}{QUOTE}[ \t]*,?(?:[{SPACE}]|\\[nr]){{0,8}}(?:-[ \t]+)?{LOOSE_QUOTE}value"
+    """Where `find_values` can match: a key holding `keyword` followed by an operator, a
+    table bar, a tag, a line break, a quote closing a name and the end of its pair or
+    element (a name whose value comes before or after it), or a blank and more text."""
+    k = re.escape(keyword).replace("\\ ", " ")
+    tail = _WIDE_TAIL if keyword in _WIDE else _TAIL
+    after = (
+        rf"{QUOTE}[ \t]*(?:[:=|<>]|：|＝|[\r\n]|\\[nr])"
+        rf"|\\{{0,3}}[\"'][ \t]*[,}}/>]"
+        rf"|[ \t]+[^{SPACE}\x00]"
     )
     return Anchor(
         keyword,
-        pattern=f"{separator}|{flag}|{env_value}",
-        # A flag holds the keyword right after a key character (its own dash at least)
-        # and before key characters and a blank: "missing secrets" is no candidate.
-        split=Split(
-            f"{separator}|{env_value}",
-            _flag_confirm(len(keyword)),
-            candidate=rf"[A-Za-z0-9_.\-]{k}{KEY_TAIL}[ \t]",
-        ),
+        caseless=keyword.isascii() or keyword == keyword.lower(),
+        pattern=rf"{k}{tail}(?:{after})",
     )
 
 
+# A YAML entry naming its key after its value (`- value: x` / `  name: DB_PASSWORD`),
+# whose name may end the text: no keyword's anchor sees that end (Hyperscan scans a
+# job's texts joined), so the value's side is the anchor.
+VALUE_BEFORE_NAME = Anchor(
+    "value",
+    pattern=r"value[ \t]*:[^\r\n\x00]*(?:\r?\n|\\r?\\n)[ \t]*name[ \t]*:",
+)
+
+
+def rule_anchors(rule: KeyValueRule) -> tuple[Anchor, ...]:
+    """The anchors of a detector finding `rule`'s keys."""
+    return (*(key_anchor(k) for k in rule.keywords), VALUE_BEFORE_NAME)
+
+
 def keyvalue_detector(*rules: KeyValueRule) -> Apply:
-    def apply(view: TextView) -> tuple[str, int]:
-        edits: list[tuple[int, int, str]] = []
+    def apply(view: TextView) -> list[Edit]:
+        edits: list[Edit] = []
         for rule in rules:
             edits.extend(find_values(view, rule))
-        return edits_result(view, edits)
+        return edits
 
     return apply

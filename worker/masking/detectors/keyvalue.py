@@ -1,5 +1,4 @@
-"""Key-value credentials: `password: x`, `DB_PASSWORD=x`, `--token x`, `Cookie: a=b`,
-and the password of a `.netrc` entry.
+"""Key-value credentials: `password: x`, `DB_PASSWORD=x`, `--token x`, `Cookie: a=b`.
 
 Where a key's value is, which keys name a credential, and the anchors of a keyword are
 `keys`; this module holds the detectors of the family.
@@ -7,18 +6,17 @@ Where a key's value is, which keys name a credential, and the anchors of a keywo
 
 import re
 
-from worker.masking.detectors import keys
+from worker.masking.detectors import keys, vocabulary
 from worker.masking.detectors.base import (
     SECRETS,
     Anchor,
     Detector,
+    Edit,
     chain,
-    edits_result,
     regex_detector,
     register,
 )
-from worker.masking.detectors.keys import key_anchor, keyvalue_detector
-from worker.masking.linear_regex import LinearPattern
+from worker.masking.detectors.keys import key_anchor, keyvalue_detector, rule_anchors
 from worker.masking.text import MASK_PREFIX, TextView, is_placeholder_span
 
 _OPENSHIFT_TOKEN = re.compile(r"sha256~[A-Za-z0-9_-]{20,}")
@@ -58,13 +56,13 @@ def _cookie_pairs(view: TextView, pos: int) -> tuple[list[tuple[int, int, int]],
         pos = gap.end()
 
 
-def _cookie(view: TextView) -> tuple[str, int]:
+def _cookie(view: TextView) -> list[Edit]:
     text = view.text
     edits: list[tuple[int, int, str]] = []
     # A key inside a list already read is one of its cookies, not another header.
     read_to = 0
     for key_start, key_end, key, norm in keys.keys_around(view, "cookie"):
-        if key_start < read_to or not keys.owns_cookie(key, norm):
+        if key_start < read_to or not vocabulary.owns_cookie(key, norm):
             continue
         gap = _COOKIE_SEPARATOR.match(text, key_end)
         if gap is None and key.startswith("--"):
@@ -86,34 +84,17 @@ def _cookie(view: TextView) -> tuple[str, int]:
                 and not is_placeholder_span(view, start, end)
             ):
                 edits.append((start, end, "[MASKED_COOKIE]"))
-    return edits_result(view, edits)
+    return edits
 
 
-# -- .netrc -----------------------------------------------------------------------------
-
-# `machine HOST login USER [account A] [port P] password SECRET` (or `default login ...`),
-# tokens separated by any whitespace, JSON-escaped line breaks included. The sequence
-# is required, with at least one field before the password, so prose ("the machine
-# learning password is rotated", "default password policy") is no entry.
-_NETRC_SPACE = r"(?:[ \t\r\n]|\\[nrt])"
-_NETRC_GAP = rf"{_NETRC_SPACE}+"
-_NETRC_TOKEN = r"(?:[^ \t\r\n\x00\\]|\\[^nrt\x00])+"
-_NETRC_FIELDS = (
-    rf"(?:{_NETRC_GAP}(?:login|account|port){_NETRC_GAP}{_NETRC_TOKEN}){{1,3}}"
-    rf"{_NETRC_GAP}password{_NETRC_GAP}"
-)
-_NETRC_MACHINE = rf"machine{_NETRC_GAP}{_NETRC_TOKEN}{_NETRC_FIELDS}"
-_NETRC_DEFAULT = rf"default{_NETRC_FIELDS}"
-_NETRC_PASSWORD = LinearPattern(rf"(?:{_NETRC_MACHINE}|{_NETRC_DEFAULT})(?P<value>{_NETRC_TOKEN})")
-
-
-def _netrc(view: TextView) -> tuple[str, int]:
-    edits = [
-        (start, end, "[MASKED_PASSWORD]")
-        for start, end in _NETRC_PASSWORD.spans(view.text, "value")
-        if not is_placeholder_span(view, start, end)
-    ]
-    return edits_result(view, edits)
+def _rule_detector(name: str, rule: vocabulary.KeyValueRule) -> Detector:
+    return Detector(
+        name,
+        SECRETS,
+        rule.replacement,
+        rule_anchors(rule),
+        keyvalue_detector(rule),
+    )
 
 
 register(
@@ -127,41 +108,16 @@ register(
     Detector(
         "token",
         SECRETS,
-        keys.TOKEN.replacement,
-        (key_anchor("token"), Anchor("sha256~")),
-        chain(regex_detector(_OPENSHIFT_TOKEN, "[MASKED_TOKEN]"), keyvalue_detector(keys.TOKEN)),
-    ),
-    Detector(
-        "api_key",
-        SECRETS,
-        keys.API_KEY.replacement,
-        tuple(key_anchor(k) for k in keys.API_KEY.keywords),
-        keyvalue_detector(keys.API_KEY),
-    ),
-    Detector(
-        "netrc",
-        SECRETS,
-        "[MASKED_PASSWORD]",
-        (
-            # A password between two gaps, which every entry holds. The entry's whole
-            # sequence, or `machine` and a gap, made every job's scan measurably
-            # slower (docs/PERFORMANCE.md, "Masking").
-            Anchor("password", caseless=False, pattern=rf"{_NETRC_SPACE}password{_NETRC_SPACE}"),
+        vocabulary.TOKEN.replacement,
+        (*rule_anchors(vocabulary.TOKEN), Anchor("sha256~")),
+        chain(
+            regex_detector(_OPENSHIFT_TOKEN, "[MASKED_TOKEN]"), keyvalue_detector(vocabulary.TOKEN)
         ),
-        _netrc,
     ),
-    Detector(
-        "password",
-        SECRETS,
-        keys.PASSWORD.replacement,
-        tuple(key_anchor(k) for k in keys.PASSWORD.keywords),
-        keyvalue_detector(keys.PASSWORD),
-    ),
-    Detector(
-        "secret",
-        SECRETS,
-        keys.SECRET.replacement,
-        (key_anchor("secret"),),
-        keyvalue_detector(keys.SECRET),
-    ),
+    _rule_detector("api_key", vocabulary.API_KEY),
+    _rule_detector("password", vocabulary.PASSWORD),
+    _rule_detector("secret", vocabulary.SECRET),
+    _rule_detector("credentials", vocabulary.CREDENTIALS),
+    _rule_detector("encryption_key", vocabulary.ENCRYPTION_KEY),
+    _rule_detector("session_id", vocabulary.SESSION),
 )

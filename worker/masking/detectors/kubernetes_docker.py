@@ -21,11 +21,12 @@ from worker.masking.detectors.base import (
     SECRETS,
     Anchor,
     Detector,
+    Edit,
     Split,
-    edits_result,
+    apply_edits,
     register,
 )
-from worker.masking.text import MASK_PREFIX, TextView, drop_overlaps, lines, splice
+from worker.masking.text import MASK_PREFIX, TextView, lines
 
 REPLACEMENT = "[MASKED_SECRET_VALUE]"
 DATA_KEYS = ("data", "stringData")
@@ -46,19 +47,22 @@ _FLOW_VALUE = re.compile(
 )
 
 
-def mask_secret_manifests(text: str) -> tuple[str, int]:
-    """`text` with its Secret values masked, and how many were."""
-    edits: list[tuple[int, int, str]] = []
+def secret_manifest_edits(text: str) -> list[Edit]:
+    """The edits masking the Secret values of `text`. An edit of a manifest escaped in
+    a JSON string rewrites the whole string, holding a mask per value."""
+    edits: list[Edit] = []
     if _JSON_KIND.search(text):
         edits.extend(_json_edits(text))
     if _YAML_KIND_ANYWHERE.search(text):
         edits.extend(_yaml_edits(text))
-    if not edits:
-        return text, 0
-    edits = drop_overlaps(edits)
-    # A nested edit (a manifest escaped in a JSON string) may hold several masks.
-    count = sum(e[2].count(REPLACEMENT) - text.count(REPLACEMENT, e[0], e[1]) for e in edits)
-    return splice(text, edits), count
+        edits.extend(_flow_edits(text))
+    return edits
+
+
+def mask_secret_manifests(text: str) -> tuple[str, int]:
+    """`text` with its Secret values masked, and how many were."""
+    applied = apply_edits(text, secret_manifest_edits(text))
+    return applied.text, applied.count
 
 
 def mask_secret_data(data: dict[Any, Any]) -> tuple[dict[Any, Any], int]:
@@ -232,6 +236,69 @@ def _flow_values(text: str, start: int, end: int) -> list[tuple[int, int, str]]:
     return edits
 
 
+# -- YAML flow style: `{apiVersion: v1, kind: Secret, data: {conn: x}}` ----------------
+
+_BRACE_OR_BRACKET = re.compile(r"[{}\[\]]")
+_FLOW_DATA = re.compile(r"(?<![\w.\-])[\"']?(?:data|stringData)[\"']?[ \t]*:[ \t]*\{")
+_FLOW_LOOK_BACK = 4096  # how far before `kind: Secret` its mapping may open
+
+
+def _flow_edits(text: str) -> list[tuple[int, int, str]]:
+    """The values of `data` and `stringData` in a flow mapping that says `kind: Secret`
+    (a manifest written on one line, or inside a YAML list's brackets)."""
+    edits: list[tuple[int, int, str]] = []
+    read_to = 0
+    for kind in _YAML_KIND_ANYWHERE.finditer(text):
+        if kind.start() < read_to:
+            continue  # in a mapping read already
+        opening = _opening_brace(text, kind.start())
+        if opening < 0:
+            continue
+        closing = _matching_close(text, opening)
+        read_to = closing
+        depth = 0
+        for match in _BRACE_OR_BRACKET.finditer(text, opening + 1, closing):
+            char = match.group()
+            if char in "{[":
+                depth += 1
+            else:
+                depth -= 1
+            if char == "{" and depth == 1:
+                data = _FLOW_DATA.search(text, max(opening, match.start() - 20), match.end())
+                if data is not None and data.end() == match.end():
+                    edits.extend(
+                        _flow_values(text, match.end(), _matching_close(text, match.start()))
+                    )
+    return edits
+
+
+def _opening_brace(text: str, pos: int) -> int:
+    """The `{` of the flow mapping holding `pos`, looking back a bounded distance."""
+    depth = 0
+    floor = max(0, pos - _FLOW_LOOK_BACK)
+    for match in reversed(list(_BRACE_OR_BRACKET.finditer(text, floor, pos))):
+        char = match.group()
+        if char in "}]":
+            depth += 1
+        elif depth:
+            depth -= 1
+        elif char == "{":
+            return match.start()
+        else:
+            return -1  # inside a sequence, not a mapping
+    return -1
+
+
+def _matching_close(text: str, opening: int) -> int:
+    """Where the brace opened at `opening` closes (the text's end if it does not)."""
+    depth = 0
+    for match in _BRACE_OR_BRACKET.finditer(text, opening):
+        depth += 1 if match.group() in "{[" else -1
+        if depth == 0:
+            return match.start()
+    return len(text)
+
+
 # -- JSON -------------------------------------------------------------------------
 
 # A string, or punctuation. A string not closed on its line matches too (without
@@ -363,13 +430,13 @@ _KUBECONFIG = re.compile(
 )
 
 
-def _kubeconfig(view: TextView) -> tuple[str, int]:
+def _kubeconfig(view: TextView) -> list[Edit]:
     edits = []
     for match in _KUBECONFIG.finditer(view.text):
         key = match.group("key")
         replacement = "[MASKED_PRIVATE_KEY]" if key == "client-key-data" else "[MASKED_CERTIFICATE]"
         edits.append((match.start("value"), match.end("value"), replacement))
-    return edits_result(view, edits)
+    return edits
 
 
 # -- Docker config `auth` -------------------------------------------------------------
@@ -388,7 +455,7 @@ def is_basic_credentials(value: str) -> bool:
     return b":" in decoded
 
 
-def _docker_auth(view: TextView) -> tuple[str, int]:
+def _docker_auth(view: TextView) -> list[Edit]:
     text = view.text
     edits = []
     for match in _DOCKER_AUTH.finditer(text):
@@ -396,7 +463,7 @@ def _docker_auth(view: TextView) -> tuple[str, int]:
             edits.append((match.start("value"), match.end("value"), "[MASKED_CREDENTIALS]"))
     if view.find_all("auths"):
         edits.extend(e for e in _registry_auths(view) if not text.startswith(MASK_PREFIX, e[0]))
-    return edits_result(view, edits)
+    return edits
 
 
 # -- container registry credentials ---------------------------------------------------
@@ -438,8 +505,8 @@ def _registry_auths(view: TextView) -> list[tuple[int, int, str]]:
     return edits
 
 
-def _secret_manifest(view: TextView) -> tuple[str, int]:
-    return mask_secret_manifests(view.text)
+def _secret_manifest(view: TextView) -> list[Edit]:
+    return secret_manifest_edits(view.text)
 
 
 register(

@@ -1,30 +1,34 @@
-"""PEM blocks and tokens: private keys and certificates, JWTs, GitHub and Slack tokens,
-and the values of `Authorization` headers and bearer tokens.
+"""PEM blocks and headers: private keys and certificates, and the values of
+`Authorization` headers and bearer tokens.
 
-These are exact formats, so they run before the key-value detectors: `Authorization:
-Bearer eyJ...` counts as a JWT, and its masked value is left alone after.
+PEM blocks are exact formats, so they run before the key-value detectors; the
+`Authorization` header runs after the JWT and vendor detectors: `Authorization: Bearer
+eyJ...` counts as a JWT, and its masked value is left alone after.
 """
 
+import base64
+import binascii
 import re
 
+from worker.masking.detectors import vocabulary
 from worker.masking.detectors.base import (
     LOOSE_QUOTE,
     SECRETS,
     Anchor,
     Apply,
     Detector,
+    Edit,
     chain,
-    edits_result,
-    regex_detector,
     register,
 )
-from worker.masking.linear_regex import LinearPattern
+from worker.masking.detectors.keys import keyvalue_detector, rule_anchors
 from worker.masking.text import (
     TextView,
     is_placeholder,
     is_placeholder_span,
     looks_random,
     looks_random_span,
+    occurrences,
 )
 
 # -- PEM blocks ---------------------------------------------------------------------
@@ -42,7 +46,7 @@ _PEM = re.compile(
 def _pem_detector(private: bool) -> Apply:
     replacement = "[MASKED_PRIVATE_KEY]" if private else "[MASKED_CERTIFICATE]"
 
-    def apply(view: TextView) -> tuple[str, int]:
+    def apply(view: TextView) -> list[Edit]:
         text = view.text
         edits = []
         for match in _PEM.finditer(text):
@@ -54,9 +58,68 @@ def _pem_detector(private: bool) -> Apply:
                 if match.group("end") is None:
                     end = _trim_trailing_space(text, match.start("body"), end)
                 edits.append((match.start(), end, replacement))
-        return edits_result(view, edits)
+        return edits
 
     return apply
+
+
+# A PEM block encoded once more in base64 (a Secret's `tls.key`, Helm values):
+# `LS0tLS1CRUdJTi` is base64 of `-----BEGIN`. Its label is read from the decoded start.
+_BASE64_PEM = "LS0tLS1CRUdJTi"
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+def _base64_pem(private: bool) -> Apply:
+    replacement = "[MASKED_PRIVATE_KEY]" if private else "[MASKED_CERTIFICATE]"
+
+    def apply(view: TextView) -> list[Edit]:
+        text = view.text
+        edits: list[Edit] = []
+        read_to = 0
+        for pos in occurrences(text, _BASE64_PEM):
+            if pos < read_to:
+                continue  # inside a run read already
+            run = _BASE64_RUN.match(text, pos)
+            if run is None:
+                continue
+            read_to = run.end()
+            if run.end() - pos < 64:
+                continue
+            head = text[pos : pos + 80]
+            try:
+                label = base64.b64decode(head[: len(head) // 4 * 4])
+            except (binascii.Error, ValueError):
+                continue
+            is_private = b"PRIVATE" in label or b"SECRET" in label
+            if is_private == private and (private or b"CERTIFICATE" in label):
+                edits.append((pos, run.end(), replacement))
+        return edits
+
+    return apply
+
+
+# PuTTY's key files: the lines after `Private-Lines: N` are the key.
+_PUTTY_PRIVATE = re.compile(r"Private-Lines:[ \t]*(?P<count>[0-9]{1,3})[ \t]*(?:\r?\n|\\n)")
+_PUTTY_LINE = re.compile(r"[A-Za-z0-9+/=]+(?:\r?\n|\\n|$)")
+
+
+def _putty(view: TextView) -> list[Edit]:
+    text = view.text
+    edits: list[Edit] = []
+    for pos in occurrences(text, "Private-Lines:"):
+        header = _PUTTY_PRIVATE.match(text, pos)
+        if header is None:
+            continue
+        end = start = header.end()
+        for _ in range(int(header.group("count"))):
+            line = _PUTTY_LINE.match(text, end)
+            if line is None:
+                break
+            end = line.end()
+        end = _trim_trailing_space(text, start, end)
+        if end > start:
+            edits.append((start, end, "[MASKED_PRIVATE_KEY]"))
+    return edits
 
 
 def _trim_trailing_space(text: str, start: int, end: int) -> int:
@@ -74,20 +137,6 @@ def _trim_trailing_space(text: str, start: int, end: int) -> int:
 
 # -- tokens of a known shape ----------------------------------------------------------
 
-_JWT = LinearPattern(r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
-_GITHUB = (
-    re.compile(r"gh[pousr]_[A-Za-z0-9]{30,255}\b"),
-    re.compile(r"github_pat_[A-Za-z0-9_]{22,255}\b"),
-)
-_SLACK_TOKEN = (
-    re.compile(r"xox[abposre]-[A-Za-z0-9-]{8,}"),
-    re.compile(r"xapp-[0-9]+-[A-Za-z0-9-]{8,}"),
-)
-_SLACK_WEBHOOK = re.compile(
-    r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<path>[A-Za-z0-9_/-]{8,})"
-)
-
-
 # -- Authorization headers and bearer tokens -----------------------------------------
 
 # The header up to its value; the value runs to `_AUTH_VALUE_STOP`. Matched apart so that
@@ -102,7 +151,13 @@ _AUTH_HEADER = re.compile(
 _AUTH_VALUE_STOP = re.compile(r"[\s\"'\\,;]", re.ASCII)
 _LINE_OR_QUOTE = re.compile(r"[\"'\r\n\\]")
 _BEARER = re.compile(r"bearer[ \t]+(?P<value>[A-Za-z0-9._~+/-]+=*)", re.IGNORECASE | re.ASCII)
-_MULTI_PART_SCHEMES = ("digest", "aws4-hmac-sha256")
+_MULTI_PART_SCHEMES = ("aws4-hmac-sha256",)
+# A Digest header's credential is its `response` (a hash of the password, replayable
+# while the nonce lives); the user, realm, nonce and URI stay readable.
+_DIGEST_RESPONSE = re.compile(r"response[ \t]*=", re.IGNORECASE)
+_DIGEST_VALUE = re.compile(
+    r"[ \t]*=[ \t]*(?:\\{0,3}\"(?P<quoted>[^\"\\\n]*)|(?P<bare>[^,\s\"\\]+))"
+)
 
 
 def _authorization_value(view: TextView, pos: int) -> tuple[int, int, str] | None:
@@ -127,13 +182,28 @@ def _authorization_value(view: TextView, pos: int) -> tuple[int, int, str] | Non
     return start, end, scheme
 
 
-def _authorization(view: TextView) -> tuple[str, int]:
+def _digest_response(view: TextView, start: int) -> list[Edit]:
+    """The `response` of the Digest header whose parameters start at `start`."""
+    at = view.next_at(_DIGEST_RESPONSE, start)
+    if at >= view.line_end(start):
+        return []
+    value = _DIGEST_VALUE.match(view.text, at + len("response"))
+    if value is None:
+        return []
+    group = "quoted" if value.group("quoted") is not None else "bare"
+    return [(value.start(group), value.end(group), "[MASKED_TOKEN]")]
+
+
+def _authorization(view: TextView) -> list[Edit]:
     text = view.text
     edits: list[tuple[int, int, str]] = []
     for pos in view.find_all("authorization"):
         found = _authorization_value(view, pos)
         if found is not None:
             start, end, scheme = found
+            if scheme == "digest":
+                edits.extend(_digest_response(view, start))
+                continue
             if not is_placeholder_span(view, start, end) and (
                 scheme or looks_random_span(text, start, end)
             ):
@@ -146,7 +216,7 @@ def _authorization(view: TextView) -> tuple[str, int]:
                 value = match.group("value")
                 if looks_random(value) and not is_placeholder(value):
                     edits.append((match.start("value"), match.end("value"), "[MASKED_TOKEN]"))
-    return edits_result(view, edits)
+    return edits
 
 
 _PEM_ANCHOR = (Anchor("-----begin"),)
@@ -156,40 +226,28 @@ register(
         "private_key",
         SECRETS,
         "[MASKED_PRIVATE_KEY]",
-        # In text a private key is a PEM block (service-account JSON included); a bare
-        # `private_key` value is only recognised in structured data, by its key.
-        _PEM_ANCHOR,
-        _pem_detector(private=True),
-    ),
-    Detector(
-        "certificate", SECRETS, "[MASKED_CERTIFICATE]", _PEM_ANCHOR, _pem_detector(private=False)
-    ),
-    Detector(
-        "jwt",
-        SECRETS,
-        "[MASKED_JWT]",
-        (Anchor("eyJ", caseless=False),),
-        regex_detector(_JWT, "[MASKED_JWT]"),
-    ),
-    Detector(
-        "github_token",
-        SECRETS,
-        "[MASKED_GITHUB_TOKEN]",
-        tuple(
-            Anchor(p, caseless=False)
-            for p in ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")
+        # A PEM block (service-account JSON included), or the value of a key naming a
+        # private key (`PRIVATE_KEY=...`, a path there being no key).
+        # Also PEM in base64 and PuTTY's key files.
+        (
+            *_PEM_ANCHOR,
+            Anchor(_BASE64_PEM, caseless=False),
+            Anchor("Private-Lines:", caseless=False),
+            *rule_anchors(vocabulary.PRIVATE_KEY),
         ),
-        regex_detector(_GITHUB, "[MASKED_GITHUB_TOKEN]", word_start=True),
-    ),
-    Detector(
-        "slack_token",
-        SECRETS,
-        "[MASKED_SLACK_TOKEN]",
-        (Anchor("xox", caseless=False), Anchor("xapp-", caseless=False), Anchor("hooks.slack.com")),
         chain(
-            regex_detector(_SLACK_TOKEN, "[MASKED_SLACK_TOKEN]", word_start=True),
-            regex_detector(_SLACK_WEBHOOK, "[MASKED_SLACK_WEBHOOK]", "path"),
+            _pem_detector(private=True),
+            _base64_pem(private=True),
+            _putty,
+            keyvalue_detector(vocabulary.PRIVATE_KEY),
         ),
+    ),
+    Detector(
+        "certificate",
+        SECRETS,
+        "[MASKED_CERTIFICATE]",
+        (*_PEM_ANCHOR, Anchor(_BASE64_PEM, caseless=False)),
+        chain(_pem_detector(private=False), _base64_pem(private=False)),
     ),
     Detector(
         "authorization",

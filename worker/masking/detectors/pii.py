@@ -2,7 +2,7 @@
 
 import re
 
-from worker.masking.detectors.base import PII, Anchor, Detector, edits_result, register
+from worker.masking.detectors.base import PII, Anchor, Detector, Edit, register
 from worker.masking.text import TextView
 
 # -- PII ------------------------------------------------------------------------------
@@ -17,7 +17,7 @@ _EMAIL = re.compile(
 _EMAIL_LOCAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
 
 
-def _email(view: TextView) -> tuple[str, int]:
+def _email(view: TextView) -> list[Edit]:
     text = view.text
     edits = []
     pos = text.find("@")
@@ -36,7 +36,7 @@ def _email(view: TextView) -> tuple[str, int]:
             pos = text.find("@", match.end())
         else:
             pos = text.find("@", pos + 1)
-    return edits_result(view, edits)
+    return edits
 
 
 register(
