@@ -222,8 +222,8 @@ SHAPES: tuple[Shape, ...] = (
 SHAPES_BY_NAME = {shape.name: shape for shape in SHAPES}
 # Issue 45's trial: chats of 30 to 90 investigation events (with and without history)
 # and a stage of 20 to 70 previous-stage events, two events a render. A render adds
-# 5-10% of a 25% or 45% budget: more than the targets allow for (docs/BUDGETS.md, "What
-# bounds these figures").
+# 5-10% of a 25% or 45% budget: more than the targets allow for (docs/BUDGETS.md, "Prompt
+# caching": what bounds these figures).
 TRIAL_SHAPES: tuple[Shape, ...] = (
     Shape("trial_chat", lambda n: _chat("react", n, []), 30, 90, 2),
     Shape("trial_chat_with_history", lambda n: _chat("react", n, None), 30, 90, 2),
