@@ -5,7 +5,8 @@ The alarm is a memory alarm on a node of the test's own (tests/rabbit_nodes.py),
 by lowering the memory watermark below what the node uses and cleared by raising it
 again. During an alarm RabbitMQ reads nothing more from a connection once it publishes,
 and tells it with `connection.blocked` only then: the worker learns of the alarm with
-its first reply. And no producer's job reaches a queue during the alarm (its publish is
+its first reply, through aiormq's public `Connection.ready()`, which waits while the
+connection is blocked. And no producer's job reaches a queue during the alarm (its publish is
 not read either), so the jobs the worker is handed while blocked are brought in the one
 way a broker moves messages of its own accord: dead-lettered from a side queue by a
 connection that only consumes, which the alarm does not block.
@@ -31,6 +32,7 @@ from tests.integration.helpers import (
     wait_for,
 )
 from tests.rabbit_nodes import ExtraNode
+from worker.transport.link.flow import BLOCKED_REASON
 from worker.transport.link.topology import Topology
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
@@ -132,8 +134,9 @@ async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
                 "unblocked": False,
                 "replies_accepted": True,
             }
+            # aiormq tells that the connection is blocked (`ready()` waits), not why.
             [blocked] = named(worker, "broker_blocked")
-            assert blocked["reason"] == "low on memory"
+            assert blocked["reason"] == BLOCKED_REASON
             assert blocked["level"] == "warning"
 
             # Delivered while blocked: every one waits, none is handled.

@@ -25,23 +25,17 @@ from worker.transport.producers.client import PromptClient
 pytestmark = pytest.mark.broker
 
 
-# uvloop is the default where installed (it is a dependency), and the fast frame codec
-# everywhere; asyncio's own loop and pamqp's codec must serve alike.
-@pytest.mark.parametrize(
-    ("loop_choice", "loop_name", "codec"),
-    [("auto", "uvloop", "fast"), ("asyncio", "asyncio", "fast"), ("auto", "uvloop", "pamqp")],
-)
+# uvloop is the default where installed (it is a dependency); asyncio's own loop must
+# serve alike.
+@pytest.mark.parametrize(("loop_choice", "loop_name"), [("auto", "uvloop"), ("asyncio", "asyncio")])
 async def test_every_seed_000_kind_end_to_end(
-    start_worker: StartWorker, client: PromptClient, loop_choice: str, loop_name: str, codec: str
+    start_worker: StartWorker, client: PromptClient, loop_choice: str, loop_name: str
 ) -> None:
     assert {case["job"]["kind"] for case in CASES} == SEED_000_KINDS
-    worker = start_worker(
-        env={"PROMPT_WORKER_EVENT_LOOP": loop_choice, "PROMPT_WORKER_AMQP_CODEC": codec}
-    )
+    worker = start_worker(env={"PROMPT_WORKER_EVENT_LOOP": loop_choice})
     await worker.wait_ready()
     [starting] = [e for e in worker.log_events() if e.get("event") == "starting"]
     assert starting["event_loop"] == loop_name
-    assert starting["amqp_codec"] == codec
     # Start-up's objects (the modules, the renderer's models) are frozen for the collector.
     assert starting["frozen_objects"] > 50_000
 

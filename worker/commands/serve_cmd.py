@@ -78,11 +78,8 @@ async def serve(
     from worker.render.renderer import Renderer
     from worker.transport.consumer.worker import Worker
     from worker.transport.event_loop import running_loop_name
-    from worker.transport.link import codec as amqp_codec
 
     log = get_logger(component="serve")
-    # The fast codec is imported only if chosen; on any error, pamqp's (one log line).
-    codec = amqp_codec.choose(settings.amqp_codec)
     metrics = Metrics(__version__)
     try:
         tracing = start_tracing(
@@ -94,7 +91,7 @@ async def serve(
         log.error("tracing_unavailable", error=str(exc))
         return USAGE_ERROR
     renderer = (renderer_class or Renderer)(config, max_message_bytes=settings.max_message_bytes)
-    worker = Worker(settings, renderer, metrics, tracing=tracing, codec=codec)
+    worker = Worker(settings, renderer, metrics, tracing=tracing)
 
     signals = 0
 
@@ -130,7 +127,6 @@ async def serve(
         http_port=settings.http_port or None,
         request_queue=settings.request_queue,
         event_loop=running_loop_name(),
-        amqp_codec=codec.name,
         tracing=tracing is not None,
         # Which scan runs masking: "libhs" is fastest, "python" means slow jobs.
         masking_engine=renderer.masker.prefilter.engine if renderer.masker else None,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pamqp import commands
 
-from tests.transport.link.amqp.scripted_broker import ScriptedBroker, Session
+from tests.transport.link.scripted_broker import ScriptedBroker, Session
 from worker.transport.producers.rpc import LinkDown, RpcLink
 
 # What aiormq reads of a broker's properties: its capabilities, as RabbitMQ announces them.

@@ -34,7 +34,7 @@ class AcksNotSent(Exception):
 
 
 class BatchedAcks:
-    """The open deliveries of one AMQP channel, and their settlement."""
+    """The open deliveries of one AMQP channel (aiormq's), and their settlement."""
 
     __slots__ = ("_flushing", "_last_tag", "_open", "_ordered", "channel")
 
@@ -81,7 +81,7 @@ class BatchedAcks:
             while sends := self._take():
                 for index, (last, multiple, _) in enumerate(sends):
                     try:
-                        await self.channel.basic_ack(last, multiple=multiple)
+                        await self.channel.basic_ack(last, multiple=multiple, wait=False)
                     except Exception as exc:
                         raise AcksNotSent(sum(n for *_, n in sends[index:]), exc) from exc
         finally:
@@ -91,9 +91,9 @@ class BatchedAcks:
         """Dead-letter (requeue=False) or hand back (requeue=True) one delivery now."""
         try:
             if requeue:
-                await self.channel.basic_nack(tag, requeue=True)
+                await self.channel.basic_nack(tag, requeue=True, wait=False)
             else:
-                await self.channel.basic_reject(tag, requeue=False)
+                await self.channel.basic_reject(tag, requeue=False, wait=False)
         finally:
             # Only now: until its frame is queued, no `multiple` ack may cover it.
             self._open.pop(tag, None)

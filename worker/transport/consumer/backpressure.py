@@ -38,7 +38,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from aiormq.abc import DeliveredMessage
+from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
 from aiormq.exceptions import (
     ChannelClosed,
     ChannelInvalidStateError,
@@ -50,9 +50,8 @@ from structlog.typing import FilteringBoundLogger
 from worker.ops.metrics import Metrics
 from worker.render.replies import RenderOutcome
 from worker.transport.consumer.readiness import Readiness
-from worker.transport.link.amqp.channel import AmqpChannel
-from worker.transport.link.amqp.connection import AmqpConnection
 from worker.transport.link.broker_failures import describe
+from worker.transport.link.connection import BROKER_CALL_TIMEOUT
 from worker.transport.retry import backoff
 
 # Seconds of refused replies before the worker reports not ready.
@@ -68,7 +67,7 @@ REPUBLISH_PAUSE_CAP = 2.0
 ORPHANS_KEPT = 10_000
 ORPHAN_KEPT_FOR = 600.0
 
-Send = Callable[[AmqpChannel], Awaitable[None]]
+Send = Callable[[AbstractChannel], Awaitable[None]]
 
 
 class ReplyChannels:
@@ -81,16 +80,16 @@ class ReplyChannels:
 
     def __init__(
         self,
-        main: Callable[[], AmqpConnection | None],
-        side: Callable[[], Awaitable[AmqpConnection]],
+        main: Callable[[], AbstractConnection | None],
+        side: Callable[[], Awaitable[AbstractConnection]],
     ) -> None:
         self._main = main
         self._side = side
-        self.side_connection: AmqpConnection | None = None
+        self.side_connection: AbstractConnection | None = None
         self.used_side = False
-        self._channel: AmqpChannel | None = None
+        self._channel: AbstractChannel | None = None
 
-    async def channel(self, refusals: int) -> AmqpChannel:
+    async def channel(self, refusals: int) -> AbstractChannel:
         if self._channel is not None and not self._channel.is_closed:
             return self._channel
         connection = self._main()
@@ -99,7 +98,9 @@ class ReplyChannels:
                 self.side_connection = await self._side()
             connection = self.side_connection
             self.used_side = True
-        self._channel = await connection.channel(publisher_confirms=True)
+        self._channel = await connection.channel(
+            publisher_confirms=True, on_return_raises=True, timeout=BROKER_CALL_TIMEOUT
+        )
         return self._channel
 
     async def discard(self) -> None:

@@ -33,9 +33,10 @@ When the reply cannot be delivered:
 The job code (`worker.render.renderer`) never sees the transport; this module never looks
 inside a job beyond the facts `RenderOutcome` hands it, and makes no reply itself: when
 it cannot send a render's own reply (too large for the broker, no render on any delivery,
-a bug) it asks `render.replies.failure_reply` for one, with the reason. Deliveries arrive
-on the worker's own link (`worker.transport.link.amqp`) in aiormq's `DeliveredMessage`
-dataclass, replies are published on the same channel and jobs settled through `worker.transport.consumer.acks` (acknowledgements of one loop turn batched; requeues and
+a bug) it asks `render.replies.failure_reply` for one, with the reason. Deliveries arrive as
+aiormq's `DeliveredMessage`, replies are published with aiormq's `basic_publish` on the
+same channel and jobs settled through `worker.transport.consumer.acks` (acknowledgements
+of one loop turn batched; requeues and
 dead-letterings, also those after a backoff, go through it, so no batched ack covers
 them): aio-pika's message objects and the extra task it runs per delivery cost a large
 share of a job's CPU for nothing the worker uses (docs/PERFORMANCE.md, "The transport's
@@ -51,7 +52,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from aiormq.abc import DeliveredMessage
+import aiormq
+from aiormq.abc import AbstractChannel, DeliveredMessage
 from aiormq.exceptions import DeliveryError, PublishError
 from pamqp.commands import Basic
 from structlog.typing import FilteringBoundLogger
@@ -67,7 +69,6 @@ from worker.transport.consumer.reply_limit import (
     BROKER_DEFAULT_MAX_MESSAGE_BYTES,
     limit_from_refusal,
 )
-from worker.transport.link.amqp.channel import AmqpChannel
 from worker.transport.link.flow import BrokerFlow
 from worker.transport.processes.deadline import EventLoopSlice, SliceOverrun
 from worker.transport.processes.offload import RenderPool, RenderProcessDied, RenderTimedOut
@@ -186,7 +187,7 @@ class DeliveryPath:
         # Lowered when the broker refuses a reply as too large (reply_limit).
         self.reply_limit = BROKER_DEFAULT_MAX_MESSAGE_BYTES
         self.redeclare_after = 0.0  # time.monotonic() before which not to try again
-        # Replies' message ids: unique per process (the channel matches a returned reply
+        # Replies' message ids: unique per process (aiormq matches a returned reply
         # to its publish by message id) without a random UUID per reply.
         self._reply_ids = map(f"{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
         # Set once the drain found nothing in flight and the connection is about to close.
@@ -464,7 +465,7 @@ class DeliveryPath:
         outcome: RenderOutcome,
         delivery: Delivery,
         routing_key: str,
-        channel: AmqpChannel | None = None,
+        channel: AbstractChannel | None = None,
     ) -> None:
         """Publish the reply and wait for its confirm (raises as `basic_publish` does):
         on the channel the job came on, which is the worker's publishing channel, unless
@@ -480,14 +481,17 @@ class DeliveryPath:
         sent = None if delivery.span is None else delivery.span.send(routing_key)
         if sent is not None:
             properties.headers = dict(sent.headers)
-        # A delivery's channel is the worker's own (`link.amqp`), in aiormq's dataclass.
-        publishing = channel if channel is not None else cast(AmqpChannel, delivery.message.channel)
+        publishing = channel if channel is not None else delivery.message.channel
         try:
-            await publishing.basic_publish(
+            # `wait=False` (aiormq's channel has it, its abstract class does not): the
+            # confirm awaited here says more than the socket's drain, and aiormq's
+            # bounded write queue already holds a publisher back while the socket is full.
+            await cast(aiormq.Channel, publishing).basic_publish(
                 outcome.body,
                 routing_key=routing_key,
                 properties=properties,
                 mandatory=True,
+                wait=False,
             )
         except BaseException as exc:
             if sent is not None:

@@ -6,9 +6,9 @@
    credentials end the loop with `AccessRefused`);
 2. open the channel (publisher confirms, returns raised), set the prefetch, declare the
    topology, register the consumer;
-3. wait for the connection's or the channel's `closing` future (the worker's own
-   connection, `link.amqp`): whatever ends the link reaches the loop there, as the
-   exception it carries;
+3. wait for the connection's or the channel's `closing` future, aiormq's public
+   awaitables: whatever ends the link reaches the loop there, as the exception it
+   carries;
 4. a lost connection: move on to the next address and start again at 1; a lost channel
    on a connection still up (a channel error): open a new channel on it, and when the
    broker refuses that too, drop the connection and start again at 1.
@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any, cast
 
-from aiormq.abc import DeliveredMessage
+from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
 from aiormq.exceptions import ChannelAccessRefused, ChannelPreconditionFailed
 from structlog.typing import FilteringBoundLogger
 
@@ -36,11 +36,8 @@ from worker.transport.consumer.inflight import PrefetchPolicy
 from worker.transport.consumer.readiness import Readiness
 from worker.transport.link import tls, topology
 from worker.transport.link.addresses import split_addresses
-from worker.transport.link.amqp.channel import AmqpChannel
-from worker.transport.link.amqp.connection import AmqpConnection
-from worker.transport.link.amqp.wire import PAMQP_CODEC, FrameCodec
 from worker.transport.link.broker_failures import describe, refused_detail
-from worker.transport.link.connection import BrokerLink, connection_urls
+from worker.transport.link.connection import BROKER_CALL_TIMEOUT, BrokerLink, connection_urls
 from worker.transport.link.flow import BrokerFlow
 from worker.transport.retry import backoff
 from worker.transport.settings import Settings
@@ -82,10 +79,8 @@ class ConsumerLink:
         log: FilteringBoundLogger,
         on_message: OnMessage,
         before_consuming: BeforeConsuming | None = None,
-        codec: FrameCodec = PAMQP_CODEC,
     ) -> None:
         self.settings = settings
-        self.codec = codec
         self.topology = settings.topology
         self.connection_name = connection_name
         self.readiness = readiness
@@ -97,8 +92,8 @@ class ConsumerLink:
         # Awaited once, before the first consumer is registered.
         self._before_consuming = before_consuming
         self.link: BrokerLink | None = None
-        self.connection: AmqpConnection | None = None
-        self.channel: AmqpChannel | None = None
+        self.connection: AbstractConnection | None = None
+        self.channel: AbstractChannel | None = None
         # The settlement of the channel's deliveries (one per channel).
         self.acks: BatchedAcks | None = None
         self.consumer_tag: str | None = None
@@ -129,10 +124,9 @@ class ConsumerLink:
             client_properties={"connection_name": self.connection_name},
             ssl_context=broker_tls.get("ssl_context"),
             refused_hint=refused_detail(self.settings.source_of("amqp_url")),
-            codec=self.codec,
         )
         first = True
-        connection: AmqpConnection | None = None
+        connection: AbstractConnection | None = None
         while self.consume_wanted:
             fresh = connection is None or connection.is_closed
             if connection is None or connection.is_closed:
@@ -170,13 +164,18 @@ class ConsumerLink:
                 link.move_on()
                 connection = None
 
-    async def _open(self, connection: AmqpConnection, *, first: bool) -> AmqpChannel:
+    async def _open(self, connection: AbstractConnection, *, first: bool) -> AbstractChannel:
         """A channel with the topology declared and the consumer registered. At start-up
         (`first`) a conflict with the broker's objects is a `TopologyError`."""
-        channel = await connection.channel(publisher_confirms=True)
+        # A returned reply raises `PublishError` from its publish, never a plain confirm.
+        channel = await connection.channel(
+            publisher_confirms=True, on_return_raises=True, timeout=BROKER_CALL_TIMEOUT
+        )
         try:
             # Per-consumer QoS: global QoS on a quorum queue closes the connection (540).
-            await channel.basic_qos(prefetch_count=self.prefetch.current, global_=False)
+            await channel.basic_qos(
+                prefetch_count=self.prefetch.current, global_=False, timeout=BROKER_CALL_TIMEOUT
+            )
             try:
                 await topology.declare_on(channel, self.topology)
             except ChannelAccessRefused as exc:
@@ -227,7 +226,7 @@ class ConsumerLink:
             self.log.info("channel_reopened", broker=link.broker)
 
     async def _until_lost(
-        self, connection: AmqpConnection, channel: AmqpChannel
+        self, connection: AbstractConnection, channel: AbstractChannel
     ) -> tuple[BaseException | None, int]:
         """Wait until the connection or the channel closes; the error that closed it,
         and how many deliveries were open then."""
@@ -272,14 +271,14 @@ class ConsumerLink:
             self.flow.release("connection lost")
         self.readiness.update()
 
-    async def _drop(self, connection: AmqpConnection) -> None:
+    async def _drop(self, connection: AbstractConnection) -> None:
         with contextlib.suppress(Exception):
             # Bounded: on a stalled network the close handshake never completes.
             await asyncio.wait_for(connection.close(), timeout=5)
 
     # -- the consumer ------------------------------------------------------------
 
-    async def _consume(self, channel: AmqpChannel) -> None:
+    async def _consume(self, channel: AbstractChannel) -> None:
         async with self._consumer_lock:
             consuming = self.consumer_tag is not None and self.acks is not None
             if consuming and self.acks is not None and self.acks.channel is channel:
@@ -290,12 +289,14 @@ class ConsumerLink:
                 self.acks = BatchedAcks(channel)
                 channel.on_consumer_cancel_callbacks.add(self._on_broker_cancel)
             consume_ok = await channel.basic_consume(
-                self.topology.request_queue, partial(self._on_message, self.acks)
+                self.topology.request_queue,
+                partial(self._on_message, self.acks),
+                timeout=BROKER_CALL_TIMEOUT,
             )
             tag = cast(str, consume_ok.consumer_tag)
             if not self.consume_wanted:  # the drain began meanwhile
                 with contextlib.suppress(Exception):
-                    await channel.basic_cancel(tag)
+                    await channel.basic_cancel(tag, timeout=BROKER_CALL_TIMEOUT)
                 return
             self.consumer_tag = tag
             self.readiness.consuming = True
@@ -356,10 +357,12 @@ class ConsumerLink:
                 # consume again. Jobs the old consumer holds are settled as usual, by
                 # the channel's one BatchedAcks.
                 async with self._consumer_lock:
-                    await channel.basic_qos(prefetch_count=prefetch, global_=False)
+                    await channel.basic_qos(
+                        prefetch_count=prefetch, global_=False, timeout=BROKER_CALL_TIMEOUT
+                    )
                     if self.consumer_tag is not None:
                         tag, self.consumer_tag = self.consumer_tag, None
-                        await channel.basic_cancel(tag)
+                        await channel.basic_cancel(tag, timeout=BROKER_CALL_TIMEOUT)
                 await self._consume(channel)
             except Exception as exc:
                 failures += 1
@@ -394,14 +397,14 @@ class ConsumerLink:
             try:
                 # Forgetting the consumer first means a reconnect during the drain does
                 # not restore it; the basic.cancel itself needs a live link.
-                await asyncio.wait_for(channel.basic_cancel(tag), timeout=5 if self.up else 0.5)
+                await channel.basic_cancel(tag, timeout=5 if self.up else 0.5)
             except Exception as exc:  # broker gone: its redelivery covers the rest
                 self.log.warning("cancel_consumer_failed", error=repr(exc))
 
-    def main_connection(self) -> AmqpConnection | None:
+    def main_connection(self) -> AbstractConnection | None:
         return self.connection if self.up else None
 
-    async def side_connection(self) -> AmqpConnection:
+    async def side_connection(self) -> AbstractConnection:
         """A connection of its own to the node after the one in use (one attempt), for
         replies the worker's connection cannot get confirmed."""
         assert self.link is not None
@@ -415,7 +418,6 @@ class ConsumerLink:
             client_properties={"connection_name": f"{self.connection_name} replies"},
             ssl_context=self.link.ssl_context,
             refused_hint=self.link.refused_hint,
-            codec=self.codec,
         )
         return await side.attempt()
 

@@ -13,6 +13,7 @@ import os
 import socket
 from typing import TYPE_CHECKING
 
+from aiormq.abc import AbstractConnection
 from structlog.typing import FilteringBoundLogger
 
 from worker.ops.logs import get_logger
@@ -28,8 +29,6 @@ from worker.transport.consumer.link import (
 )
 from worker.transport.consumer.readiness import Readiness
 from worker.transport.link import tls
-from worker.transport.link.amqp.connection import AmqpConnection
-from worker.transport.link.amqp.wire import PAMQP_CODEC, FrameCodec
 from worker.transport.link.broker_failures import describe
 from worker.transport.link.connection import AccessRefused
 from worker.transport.link.flow import BrokerFlow
@@ -62,7 +61,6 @@ class Worker:
         metrics: Metrics,
         render_pool: RenderPool | None = None,
         tracing: "JobTracing | None" = None,
-        codec: FrameCodec = PAMQP_CODEC,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
@@ -103,7 +101,6 @@ class Worker:
             log=self.log,
             on_message=self.deliveries.on_message,
             before_consuming=self._render_helper_started,
-            codec=codec,
         )
         self._stop = asyncio.Event()
         self._warming: asyncio.Task[None] | None = None
@@ -119,10 +116,10 @@ class Worker:
         self.state.update()
 
     # The link is made after the delivery path it hands deliveries to; these reach it.
-    def _main_connection(self) -> AmqpConnection | None:
+    def _main_connection(self) -> AbstractConnection | None:
         return self.link.main_connection()
 
-    async def _side_connection(self) -> AmqpConnection:
+    async def _side_connection(self) -> AbstractConnection:
         return await self.link.side_connection()
 
     async def _redeclare_reply_queue(self) -> None:

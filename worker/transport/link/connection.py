@@ -1,6 +1,6 @@
 """The worker's way to the broker: which address to try, how long to wait, what to say.
 
-`BrokerLink` makes one connection at a time (the worker's own, `link.amqp`) and owns every decision about it:
+`BrokerLink` makes one aiormq connection at a time and owns every decision about it:
 
 * several addresses (a cluster's nodes): each attempt goes to the current one; a failed
   attempt or a lost link moves on to the next, round the list. One backoff spans them
@@ -18,10 +18,10 @@
 * wrong credentials (ACCESS_REFUSED) are not retried: one `broker_access_refused` line,
   and `AccessRefused` ends the worker with exit status 2.
 
-The failures are exceptions raised by the attempt itself (aiormq's classes, which the
-connection raises as aiormq would); nothing is read from a library's log. Each
-connection tells `flow.BrokerFlow` when the broker blocks it (`worker.transport.link.flow`),
-and writes and reads its frames with the codec `serve` chose (`link.codec`).
+The failures are aiormq's own exceptions, raised by the attempt itself; nothing is read
+from the library's log. Each connection is followed by `flow.BrokerFlow` for the
+broker's blocks (`worker.transport.link.flow`) and, through the socket it is opened on
+(`socket_watch.WatchedTransport`), cut when the broker stays silent too long.
 """
 
 import asyncio
@@ -29,13 +29,13 @@ import contextlib
 import ssl
 from typing import Any
 
+import aiormq
+from aiormq.abc import AbstractConnection
 from aiormq.exceptions import ChannelClosed
 from structlog.typing import FilteringBoundLogger
 from yarl import URL
 
 from worker.transport.link.addresses import split_addresses
-from worker.transport.link.amqp.connection import AmqpConnection
-from worker.transport.link.amqp.wire import PAMQP_CODEC, FrameCodec
 from worker.transport.link.broker_failures import (
     broker_address,
     describe,
@@ -43,6 +43,7 @@ from worker.transport.link.broker_failures import (
     refused_detail,
 )
 from worker.transport.link.flow import BrokerFlow
+from worker.transport.link.socket_watch import WatchedTransport, cut_when_silent
 from worker.transport.retry import Backoff
 
 # aio-pika's default was 5 s between reconnect attempts; a worker is worth more sooner.
@@ -50,6 +51,12 @@ DEFAULT_RECONNECT_INTERVAL = "2"
 # One attempt (TCP, TLS and AMQP handshakes) that takes longer than this has failed:
 # an address that swallows packets must not hold the worker on one node for ever.
 CONNECT_TIMEOUT = 30.0
+# Every call that waits for the broker's answer (a channel, a declaration, QoS, a
+# consumer) gives up after this long: aiormq then closes the channel, and the link's
+# loop opens another. Replies' confirms are not bounded by it: during a resource alarm
+# they wait, by design, for as long as the alarm lasts (the heartbeat still tells a
+# broker that is gone).
+BROKER_CALL_TIMEOUT = 30.0
 
 
 class AccessRefused(Exception):
@@ -94,7 +101,6 @@ class BrokerLink:
         client_properties: dict[str, Any] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         refused_hint: str | None = None,
-        codec: FrameCodec = PAMQP_CODEC,
     ) -> None:
         self.urls = list(urls)
         # What a refusal of the credentials says to do, naming the setting they came from.
@@ -105,7 +111,6 @@ class BrokerLink:
         self.flow = flow
         self.client_properties = client_properties or {}
         self.ssl_context = ssl_context
-        self.codec = codec
 
     @property
     def broker(self) -> str:
@@ -118,7 +123,7 @@ class BrokerLink:
         self.current = (self.current + 1) % len(self.urls)
         return left
 
-    async def connect(self) -> AmqpConnection:
+    async def connect(self) -> AbstractConnection:
         """A connection to the first address that takes one, trying round the list with
         the backoff's pauses. Raises `AccessRefused` on wrong credentials."""
         while True:
@@ -129,24 +134,29 @@ class BrokerLink:
             except Exception as exc:
                 await self.attempt_failed(exc)
 
-    async def attempt(self) -> AmqpConnection:
+    async def attempt(self) -> AbstractConnection:
         """One attempt at the current address; raises why it failed."""
-        on_blocked, on_unblocked = self.flow.watch()
-        connection = AmqpConnection(
+        transport = WatchedTransport()
+        connection = aiormq.Connection(
             self.urls[self.current],
-            codec=self.codec,
-            ssl_context=self.ssl_context,
+            context=self.ssl_context,
+            transport_factory=transport,
             client_properties=self.client_properties,
-            on_blocked=on_blocked,
-            on_unblocked=on_unblocked,
-            on_silent=self.silent,
         )
         try:
             await asyncio.wait_for(connection.connect(), CONNECT_TIMEOUT)
         except BaseException:
             with contextlib.suppress(Exception):
-                await connection.close()
+                await asyncio.wait_for(connection.close(), 5)
             raise
+        # Both end with the connection (whichever way it ends).
+        watches = [
+            self.flow.watch(connection),
+            asyncio.get_running_loop().create_task(
+                cut_when_silent(transport.socket, float(connection.heartbeat_timeout), self.silent)
+            ),
+        ]
+        connection.closing.add_done_callback(lambda _: [watch.cancel() for watch in watches])
         return connection
 
     def silent(self, seconds: float) -> None:

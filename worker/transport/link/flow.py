@@ -1,7 +1,7 @@
 """The broker's resource alarms: `connection.blocked` / `connection.unblocked`.
 
 When RabbitMQ runs low on memory or disk it stops reading from every connection that
-publishes, and tells the clients that asked for it (the worker does) with
+publishes, and tells the clients that asked for it (aiormq does) with
 `connection.blocked` (the reason, e.g. "low on memory") and later
 `connection.unblocked`. A worker whose replies cannot reach the broker should not take
 more jobs than it already holds: while blocked it is not ready (`/readyz` 503,
@@ -14,27 +14,38 @@ RabbitMQ sends `connection.blocked` only once the connection publishes during th
 (and unblocks it when the alarm clears): a worker with nothing to answer does not know
 of the alarm, and needs to know nothing, as it holds no reply the broker would refuse.
 
-The worker's own connection (`worker.transport.link.amqp`) reads these two frames on
-channel 0 and calls the callbacks `watch()` gave it: the broker's frames, not a library's
-log, are what make the worker unready.
+aiormq reads these two frames itself and offers no callback for them, nor the reason
+the broker gives; what it does offer is `Connection.ready()` (its public abstract
+class), which returns at once while the connection is open and unblocked and waits
+while the broker blocks it. `watch(connection)` follows that: every `CHECK_EVERY`
+seconds it asks `ready()`, and one that does not return within `READY_WITHIN` means the
+broker blocked the connection; the worker is then unready with the reason
+`BLOCKED_REASON` until `ready()` returns. What it costs: the line and `/readyz` say "a
+resource alarm", not which one (memory or disk: the broker's own log and
+`rabbitmq-diagnostics alarms` say), and the worker notices a block up to `CHECK_EVERY`
+seconds after the broker's frame. No library log is read.
 """
 
 import asyncio
 import time
 from collections.abc import Callable
 
+from aiormq.abc import AbstractConnection
 from structlog.typing import FilteringBoundLogger
 
-OnBlocked = Callable[[str], None]
-OnUnblocked = Callable[[], None]
+# How often the connection's `ready()` is asked, and how long it may take to answer.
+CHECK_EVERY = 1.0
+READY_WITHIN = 0.2
+# What the worker can say of a block through aiormq's public API.
+BLOCKED_REASON = "the broker blocked the connection (a resource alarm: memory or disk)"
 
 
 class BrokerFlow:
     """Whether the broker lets the worker's connection publish; new deliveries wait
     (`admit`) while it does not. `on_change()` runs after each change, for readiness.
 
-    `watch()` gives a new connection its callbacks: only the latest one's count (a
-    blocked frame of a connection since replaced says nothing about the new one).
+    `watch()` follows a new connection: only the latest one's blocks count (a block
+    of a connection since replaced says nothing about the new one).
     """
 
     def __init__(self, log: FilteringBoundLogger, on_change: Callable[[], None]) -> None:
@@ -46,22 +57,28 @@ class BrokerFlow:
         self._since = 0.0
         self._held = 0  # deliveries that waited during the current block
         self.waiting = 0  # deliveries waiting right now
-        self._watched = 0  # which connection's frames count: the latest one's
+        self._watched = 0  # which connection's blocks count: the latest one's
 
-    def watch(self) -> tuple[OnBlocked, OnUnblocked]:
-        """`on_blocked(reason)` and `on_unblocked()` for a new connection."""
+    def watch(self, connection: AbstractConnection) -> "asyncio.Task[None]":
+        """Follow a new connection's blocks until the task is cancelled (when the
+        connection closes). Only the latest connection counts."""
         self._watched += 1
-        mine = self._watched
+        return asyncio.get_running_loop().create_task(self._follow(connection, self._watched))
 
-        def blocked(reason: str) -> None:
-            if mine == self._watched:
-                self.blocked_by(reason)
-
-        def unblocked() -> None:
+    async def _follow(self, connection: AbstractConnection, mine: int) -> None:
+        while mine == self._watched:
+            await asyncio.sleep(CHECK_EVERY)
+            try:
+                await asyncio.wait_for(connection.ready(), READY_WITHIN)
+                continue
+            except TimeoutError:
+                pass
+            if mine != self._watched or connection.is_closed:
+                return
+            self.blocked_by(BLOCKED_REASON)
+            await connection.ready()
             if mine == self._watched:
                 self.release("unblocked by the broker")
-
-        return blocked, unblocked
 
     @property
     def blocked(self) -> bool:

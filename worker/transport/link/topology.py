@@ -20,8 +20,9 @@ from typing import Any
 
 import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
+from aiormq.abc import AbstractChannel as LinkChannel
 
-from worker.transport.link.amqp.channel import AmqpChannel
+from worker.transport.link.connection import BROKER_CALL_TIMEOUT
 
 DEFAULT_REQUEST_QUEUE = "build-prompt"
 DEFAULT_DEAD_LETTER = "build-prompt.dead"
@@ -109,28 +110,43 @@ async def declare(channel: AbstractChannel, topology: Topology) -> Declared:
     return Declared(requests, replies, dlx, dlq)
 
 
-async def declare_on(channel: AmqpChannel, topology: Topology) -> None:
-    """`declare`, on a channel of the worker's own link."""
+async def declare_on(channel: LinkChannel, topology: Topology) -> None:
+    """`declare`, on an aiormq channel (the worker's link); each call bounded by
+    `BROKER_CALL_TIMEOUT`."""
     await channel.exchange_declare(
-        topology.dead_letter_exchange, exchange_type=DEAD_LETTER_EXCHANGE_TYPE, durable=True
+        topology.dead_letter_exchange,
+        exchange_type=DEAD_LETTER_EXCHANGE_TYPE,
+        durable=True,
+        timeout=BROKER_CALL_TIMEOUT,
     )
     await channel.queue_declare(
-        topology.dead_letter_queue, durable=True, arguments=dead_letter_queue_arguments()
+        topology.dead_letter_queue,
+        durable=True,
+        arguments=dead_letter_queue_arguments(),
+        timeout=BROKER_CALL_TIMEOUT,
     )
-    await channel.queue_bind(topology.dead_letter_queue, topology.dead_letter_exchange)
+    await channel.queue_bind(
+        topology.dead_letter_queue, topology.dead_letter_exchange, timeout=BROKER_CALL_TIMEOUT
+    )
     await declare_reply_queue(channel, topology)
     await declare_request_queue(channel, topology)
 
 
-async def declare_reply_queue(channel: AmqpChannel, topology: Topology) -> None:
+async def declare_reply_queue(channel: LinkChannel, topology: Topology) -> None:
     await channel.queue_declare(
-        topology.reply_queue, durable=True, arguments=reply_queue_arguments()
+        topology.reply_queue,
+        durable=True,
+        arguments=reply_queue_arguments(),
+        timeout=BROKER_CALL_TIMEOUT,
     )
 
 
-async def declare_request_queue(channel: AmqpChannel, topology: Topology) -> None:
+async def declare_request_queue(channel: LinkChannel, topology: Topology) -> None:
     await channel.queue_declare(
-        topology.request_queue, durable=True, arguments=topology.request_arguments()
+        topology.request_queue,
+        durable=True,
+        arguments=topology.request_arguments(),
+        timeout=BROKER_CALL_TIMEOUT,
     )
 
 
