@@ -29,8 +29,6 @@ queues deleted at the end, even on Ctrl-C.
     .venv/bin/python bench/bench_e2e.py --drain-only    # CPU/job and drain pairs only
     .venv/bin/python bench/bench_e2e.py --before /tmp/before   # + the worker of another tree
     .venv/bin/python bench/bench_e2e.py --workers echo,render-asyncio,render   # uvloop or not
-    .venv/bin/python bench/bench_e2e.py --drain-only --processes 1 \
-        --workers echo,render-pamqp,render                 # the frame codec's share
     .venv/bin/python bench/bench_e2e.py --json results.json
 """
 
@@ -68,9 +66,6 @@ WORKERS = {
     "render": [sys.executable, "-m", "worker", "serve"],
     # The same worker on asyncio's own loop instead of uvloop (its default).
     "render-asyncio": [sys.executable, "-m", "worker", "serve", "--event-loop", "asyncio"],
-    # The same worker with pamqp's own frame codec instead of the fast one (its default):
-    # the codec's share of a job's CPU.
-    "render-pamqp": [sys.executable, "-m", "worker", "serve", "--amqp-codec", "pamqp"],
     "go": [str(GOECHO / "goecho")],
 }
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -396,7 +391,6 @@ def table(rows: list[Figures]) -> str:
         for kind, label in (
             ("before", "the tree before (--before)"),
             ("render-asyncio", "render on asyncio's loop"),
-            ("render-pamqp", "render with pamqp's frame codec"),
         ):
             other = by.get((kind, procs))
             if echo and other:
@@ -457,8 +451,8 @@ def parse_args() -> argparse.Namespace:
         "--workers",
         type=lambda s: s.split(","),
         default=["echo", "render", "go"],
-        help="echo, render, render-asyncio (serve on asyncio's loop), render-pamqp (serve "
-        "with pamqp's frame codec), go (the Go echo: skipped with a note when Go is absent)",
+        help="echo, render, render-asyncio (serve on asyncio's loop), go (the Go echo: "
+        "skipped with a note when Go is absent)",
     )
     parser.add_argument("--phase-timeout", type=float, default=300.0)
     parser.add_argument(

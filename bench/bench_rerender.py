@@ -180,8 +180,8 @@ async def _delete(names: list[str]) -> None:
         await channel.exchange_delete(names[-1])
 
 
-# The client as it ran before it took serve's loop and frame codec (the fleet unchanged).
-PLAIN_CLIENT = {"PROMPT_WORKER_EVENT_LOOP": "asyncio", "PROMPT_WORKER_AMQP_CODEC": "pamqp"}
+# The client on asyncio's own loop instead of serve's (the fleet unchanged).
+PLAIN_CLIENT = {"PROMPT_WORKER_EVENT_LOOP": "asyncio"}
 
 
 def run_broker(

@@ -1,8 +1,7 @@
 """Values of one `serve` setting: one `serve` process each, side by side, one queue.
 
 By default the event loop, uvloop against asyncio's own (`--setting event_loop
---values uvloop,asyncio`); `--setting amqp_codec --values fast,pamqp` compares the frame
-codecs, and any other setting of `serve` can be compared the same way.
+--values uvloop,asyncio`); any other setting of `serve` can be compared the same way.
 
 `bench_e2e.py` runs its workers one after the other, and on a shared VM whose speed
 drifts by 10 to 30% within seconds, the pairs of drains it measures cannot separate a
@@ -19,7 +18,6 @@ alternating round by round, then the percentiles of all calls of each value.
 
     .venv/bin/python bench/bench_side_by_side.py        # the loops: 4 drains, 3 x 1,500 calls
     .venv/bin/python bench/bench_side_by_side.py --rounds 6 --jobs 30000 --calls 2000
-    .venv/bin/python bench/bench_side_by_side.py --setting amqp_codec --values fast,pamqp
     .venv/bin/python bench/bench_side_by_side.py --setting tracing --values on,10pct,1pct,off
     .venv/bin/python bench/bench_side_by_side.py --setting tree --values .,/tmp/before
 

@@ -47,7 +47,7 @@ def test_the_imports_are_read_from_the_real_tree() -> None:
     # Guards the checks below against passing on an empty or misread tree.
     runtime = imported_modules(RUNTIME_ROOTS)
     assert {"aio_pika", "aiormq", "pamqp", "yarl", "pydantic", "orjson"} <= runtime.keys()
-    assert REPO / "worker" / "transport" / "link" / "frames.py" in runtime["pamqp"]
+    assert REPO / "worker" / "transport" / "consumer" / "delivery.py" in runtime["pamqp"]
     assert {"pytest", "hypothesis"} <= imported_modules(TEST_ROOTS).keys()
 
 

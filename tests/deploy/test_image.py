@@ -208,7 +208,6 @@ def test_starts_ready_with_the_fast_masking_engine_and_loop(served: Served) -> N
     assert len(starting) == 1, served.container.logs()
     assert starting[0]["masking_engine"] == "libhs"
     assert starting[0]["event_loop"] == "uvloop"
-    assert starting[0]["amqp_codec"] == "fast"
     assert served.http_get("/readyz")[0] == 200
 
 

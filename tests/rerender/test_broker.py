@@ -169,14 +169,16 @@ def test_serves_loop_variable_applies_to_the_run(
     assert broker["event_loop"] == "asyncio"
 
 
-def test_a_bad_codec_variable_is_named(
+def test_a_bad_event_loop_variable_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = write_lines(tmp_path / "in.jsonl", conformance_lines()[:1])
-    monkeypatch.setenv("PROMPT_WORKER_AMQP_CODEC", "zstd")
+    monkeypatch.setenv("PROMPT_WORKER_EVENT_LOOP", "trio")
     code = main(argv(source, tmp_path / "out.jsonl", f"--broker={AMQP_URL}"))
     assert code == 2
-    assert "PROMPT_WORKER_AMQP_CODEC: expected one of fast, pamqp" in capsys.readouterr().err
+    assert "PROMPT_WORKER_EVENT_LOOP: expected one of auto, uvloop, asyncio" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_job_without_reply_is_retried_once_then_recorded_as_timeout(

@@ -56,7 +56,6 @@ def test_defaults() -> None:
     assert settings.log_format is None
     assert settings.processes == 1
     assert settings.event_loop == "auto"
-    assert settings.amqp_codec == "fast"
 
 
 def test_every_documented_variable_exists() -> None:
@@ -77,7 +76,6 @@ def test_environment_is_read() -> None:
             "PROMPT_WORKER_LOG_LEVEL": "DEBUG",
             "PROMPT_WORKER_LOG_FORMAT": "console",
             "PROMPT_WORKER_EVENT_LOOP": "AsyncIO",
-            "PROMPT_WORKER_AMQP_CODEC": "pamqp",
         }
     )
     assert settings.amqp_url == "amqps://u:p@rabbit.example:5671/prod"
@@ -91,7 +89,6 @@ def test_environment_is_read() -> None:
     assert settings.log_level == "debug"
     assert settings.log_format == "console"
     assert settings.event_loop == "asyncio"
-    assert settings.amqp_codec == "pamqp"
 
 
 def test_flags_win_over_environment() -> None:
@@ -120,10 +117,6 @@ def test_an_empty_config_variable_means_no_config() -> None:
         ({"PROMPT_WORKER_MAX_MESSAGE_BYTES": "-1"}, "at least 1"),
         ({"PROMPT_WORKER_REPLY_QUEUE": "build-prompt"}, "three different names"),
         ({"PROMPT_WORKER_EVENT_LOOP": "trio"}, "expected one of auto, uvloop, asyncio"),
-        (
-            {"PROMPT_WORKER_AMQP_CODEC": "c"},
-            "PROMPT_WORKER_AMQP_CODEC: expected one of fast, pamqp",
-        ),
     ],
 )
 def test_bad_values_are_named(env: dict[str, str], message: str) -> None:
@@ -144,7 +137,6 @@ def test_settings_round_trip_through_the_environment() -> None:
         [
             *("--prefetch", "7", "--request-queue", "q"),
             *("--shutdown-timeout", "3.5", "--event-loop", "uvloop"),
-            *("--amqp-codec", "pamqp"),
         ]
     )
     assert from_env(settings.to_env()) == settings

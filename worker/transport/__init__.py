@@ -1,7 +1,7 @@
 """RabbitMQ, in four rooms and the settings they share.
 
 * `link`: connections round a cluster's addresses, TLS, the topology, what a broker
-  failure means, the frame tap that notices a blocked connection, the frame codec;
+  failure means, how a blocked or silent connection is noticed (all on aiormq);
 * `consumer`: the worker's link kept up and one delivery's path to a reply and a
   settlement (acknowledgements, in-flight bounds, refused replies, readiness);
 * `processes`: where a render runs (the helper process, its deadline) and the

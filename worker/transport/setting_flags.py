@@ -38,9 +38,6 @@ LOG_FORMATS: tuple[LogFormat, ...] = ("json", "console")
 # What `serve` runs on (worker/transport/event_loop.py).
 EventLoopName = Literal["auto", "uvloop", "asyncio"]
 EVENT_LOOP_NAMES: tuple[EventLoopName, ...] = ("auto", "uvloop", "asyncio")
-# How `serve` encodes and decodes AMQP frames (worker/transport/link/frames.py).
-AmqpCodecName = Literal["fast", "pamqp"]
-AMQP_CODEC_NAMES: tuple[AmqpCodecName, ...] = ("fast", "pamqp")
 
 
 # What serve runs with when no configuration file is given: docs/OPERATIONS.md says the
@@ -254,14 +251,6 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "auto (uvloop when installed), uvloop or asyncio",
         "LOOP",
         default="auto",
-    ),
-    SettingSpec(
-        "amqp_codec",
-        "--amqp-codec",
-        "PROMPT_WORKER_AMQP_CODEC",
-        "fast (the frames of every job encoded directly) or pamqp (pamqp's own functions)",
-        "CODEC",
-        default="fast",
     ),
 )
 

@@ -33,7 +33,6 @@ from worker.transport.link import topology
 from worker.transport.link.addresses import first_address, parse_addresses
 from worker.transport.link.tls import TlsFiles, TlsFilesError, connect_kwargs
 from worker.transport.setting_flags import (
-    AMQP_CODEC_NAMES,
     DEFAULT_AMQP_URL,
     DEFAULT_HTTP_PORT,
     DEFAULT_MAX_INFLIGHT_BYTES,
@@ -47,7 +46,6 @@ from worker.transport.setting_flags import (
     NO_CONFIG_HELP,
     SETTINGS,
     SOURCES_ENV,
-    AmqpCodecName,
     EventLoopName,
     LogFormat,
     LogLevel,
@@ -164,8 +162,6 @@ class Settings(BaseSettings):
     max_inflight_bytes: Annotated[int, _checked(_int_in(1))] = DEFAULT_MAX_INFLIGHT_BYTES
     # auto: uvloop when installed, else asyncio's own loop.
     event_loop: Annotated[EventLoopName, _checked(_choice(EVENT_LOOP_NAMES))] = "auto"
-    # fast: the per-job frames encoded and decoded directly, the rest by pamqp.
-    amqp_codec: Annotated[AmqpCodecName, _checked(_choice(AMQP_CODEC_NAMES))] = "fast"
     tls_ca_file: Annotated[str | None, _checked(_path)] = None
     tls_cert_file: Annotated[str | None, _checked(_path)] = None
     tls_key_file: Annotated[str | None, _checked(_path)] = None
@@ -233,7 +229,6 @@ assert all(spec.default == Settings.model_fields[spec.field].default for spec in
 # Also the names of the light table (setting_flags.py), for the modules that import them
 # from here.
 __all__ = [
-    "AMQP_CODEC_NAMES",
     "DEFAULT_AMQP_URL",
     "DEFAULT_HTTP_PORT",
     "DEFAULT_MAX_INFLIGHT_BYTES",
@@ -247,7 +242,6 @@ __all__ = [
     "NO_CONFIG_HELP",
     "SETTINGS",
     "SOURCES_ENV",
-    "AmqpCodecName",
     "CommandLine",
     "Environment",
     "EventLoopName",
