@@ -13,8 +13,10 @@ left unanswered for redelivery. So every delivery is registered on arrival (in t
 the channel delivered them), and a run stops at the first one that is not marked for
 acknowledgement. Marked deliveries behind an open one are acknowledged one by one rather
 than held back: holding them would keep their prefetch credit while a slow job renders.
-Rejects and nacks are sent at once and forgotten only once their frame is queued, so a
-later `multiple` ack cannot overtake them.
+Rejects and nacks are sent at once and forgotten only once their frame is written, so a
+later `multiple` ack cannot overtake them. Every frame waits for the socket to take it
+(aiormq's `wait`); the marks made meanwhile go out in the next batch, so a slow socket
+makes batches larger rather than frames pile up.
 
 An acknowledgement is still sent only after the reply's confirm (the caller marks a
 delivery once its reply is confirmed); a channel that closes before the batch is
@@ -81,7 +83,7 @@ class BatchedAcks:
             while sends := self._take():
                 for index, (last, multiple, _) in enumerate(sends):
                     try:
-                        await self.channel.basic_ack(last, multiple=multiple, wait=False)
+                        await self.channel.basic_ack(last, multiple=multiple)
                     except Exception as exc:
                         raise AcksNotSent(sum(n for *_, n in sends[index:]), exc) from exc
         finally:
@@ -91,11 +93,11 @@ class BatchedAcks:
         """Dead-letter (requeue=False) or hand back (requeue=True) one delivery now."""
         try:
             if requeue:
-                await self.channel.basic_nack(tag, requeue=True, wait=False)
+                await self.channel.basic_nack(tag, requeue=True)
             else:
-                await self.channel.basic_reject(tag, requeue=False, wait=False)
+                await self.channel.basic_reject(tag, requeue=False)
         finally:
-            # Only now: until its frame is queued, no `multiple` ack may cover it.
+            # Only now: until its frame is written, no `multiple` ack may cover it.
             self._open.pop(tag, None)
 
     def _take(self) -> list[tuple[int, bool, int]]:

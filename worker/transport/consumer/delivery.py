@@ -52,7 +52,6 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-import aiormq
 from aiormq.abc import AbstractChannel, DeliveredMessage
 from aiormq.exceptions import DeliveryError, PublishError
 from pamqp.commands import Basic
@@ -483,15 +482,14 @@ class DeliveryPath:
             properties.headers = dict(sent.headers)
         publishing = channel if channel is not None else delivery.message.channel
         try:
-            # `wait=False` (aiormq's channel has it, its abstract class does not): the
-            # confirm awaited here says more than the socket's drain, and aiormq's
-            # bounded write queue already holds a publisher back while the socket is full.
-            await cast(aiormq.Channel, publishing).basic_publish(
+            # aiormq writes the reply and waits for the socket to take it (a broker that
+            # stops reading holds the publisher here, not in memory), then for the
+            # broker's confirm; a return raises `PublishError` (`on_return_raises`).
+            await publishing.basic_publish(
                 outcome.body,
                 routing_key=routing_key,
                 properties=properties,
                 mandatory=True,
-                wait=False,
             )
         except BaseException as exc:
             if sent is not None:
