@@ -63,6 +63,22 @@ async def test_acks_of_one_loop_turn_go_out_as_one_frame() -> None:
     assert broker.unacked == {4, 5}
 
 
+async def test_acks_marked_within_the_window_go_out_as_one_frame() -> None:
+    broker = Broker()
+    acks = BatchedAcks(broker, window=0.2)
+    for tag in range(1, 5):
+        broker.deliver(tag)
+        acks.register(tag)
+    first = asyncio.ensure_future(acks.ack(1))
+    await asyncio.sleep(0.05)  # later loop turns, within the window
+    await acks.ack(2)  # returns at once: the first caller sends it
+    await acks.ack(3)
+    assert broker.frames == []
+    await first
+    assert broker.frames == ["ack 3 multiple"]
+    assert broker.unacked == {4}
+
+
 async def test_a_delivery_in_flight_stops_the_run_and_those_behind_go_singly() -> None:
     broker = Broker()
     acks = opened(broker, range(1, 7))
