@@ -55,6 +55,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests.aio_pika_topology import declare_topology  # noqa: E402
 from worker.transport.link import topology  # noqa: E402
 from worker.transport.producers.client import PromptClient  # noqa: E402
 
@@ -278,7 +279,7 @@ async def run_one(
     phases: dict[str, float] = {}
     async with connection:
         channel = await connection.channel()
-        await topology.declare(channel, topo)
+        await declare_topology(channel, topo)
         try:
             meter = Drain(args.jobs)
             reply_to = await meter.listen(channel)

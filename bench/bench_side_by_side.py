@@ -64,6 +64,7 @@ from bench_e2e import (  # noqa: E402
     stop,
 )
 
+from tests.aio_pika_topology import declare_topology  # noqa: E402
 from worker.transport.link import topology  # noqa: E402
 from worker.transport.producers.client import PromptClient  # noqa: E402
 
@@ -137,7 +138,7 @@ def jobs_logged(log: Path) -> int:
 async def fresh_topology(channel: AbstractChannel) -> topology.Topology:
     prefix = f"bench-pair-{uuid.uuid4().hex[:8]}"
     topo = topology.Topology(f"{prefix}.build-prompt", f"{prefix}.replies", f"{prefix}.dead")
-    await topology.declare(channel, topo)
+    await declare_topology(channel, topo)
     return topo
 
 

@@ -45,6 +45,7 @@ from aio_pika.abc import AbstractIncomingMessage
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests.aio_pika_topology import declare_topology  # noqa: E402
 from worker.transport.link import topology  # noqa: E402
 
 CONFIG = REPO / "tests" / "bench_jobs" / "worker.yaml"
@@ -186,7 +187,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     try:
         channel = await connection.channel(publisher_confirms=True)
-        await topology.declare(channel, topo)
+        await declare_topology(channel, topo)
         answered = 0
         done = asyncio.Event()
 

@@ -25,7 +25,7 @@ from aio_pika.abc import AbstractIncomingMessage
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from worker.transport.link import topology  # noqa: E402
+from tests.aio_pika_topology import declare_topology  # noqa: E402
 from worker.transport.link.connection import connection_url  # noqa: E402
 from worker.transport.settings import from_env  # noqa: E402
 
@@ -35,7 +35,7 @@ async def main() -> int:
     connection = await aio_pika.connect_robust(connection_url(settings.amqp_url))
     channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
     await channel.set_qos(prefetch_count=settings.prefetch, global_=False)
-    declared = await topology.declare(channel, settings.topology)
+    declared = await declare_topology(channel, settings.topology)
     exchange = channel.default_exchange
 
     async def on_message(message: AbstractIncomingMessage) -> None:

@@ -22,6 +22,7 @@ import aio_pika
 import pytest
 from aiormq.exceptions import ChannelPreconditionFailed
 
+from tests.aio_pika_topology import declare_topology
 from tests.integration.helpers import (
     AMQP_URL,
     needs_broker,
@@ -155,7 +156,7 @@ async def test_worker_declares_cleanly_on_a_broker_provisioned_from_the_file(
     connection = await aio_pika.connect(AMQP_URL)
     async with connection:
         await declare_from_json(await connection.channel(), definitions)
-        declared = await topology.declare(await connection.channel(), unique)
+        declared = await declare_topology(await connection.channel(), unique)
         # Dead-lettering through the provisioned exchange reaches the provisioned queue.
         channel = await connection.channel()
         await channel.default_exchange.publish(
@@ -181,7 +182,7 @@ async def test_a_differing_argument_is_refused(unique: topology.Topology) -> Non
     async with connection:
         await declare_from_json(await connection.channel(), definitions)
         with pytest.raises(ChannelPreconditionFailed):
-            await topology.declare(await connection.channel(), unique)
+            await declare_topology(await connection.channel(), unique)
 
 
 # --- rabbitmqctl import_definitions, into a scratch vhost --------------------------
@@ -253,7 +254,7 @@ async def test_rabbitmq_imports_the_file_and_the_worker_accepts_it() -> None:
                 return True
 
             await wait_for(queues_exist, 60, "the imported queues", interval=0.5)
-            await topology.declare(await connection.channel(), topology.Topology())
+            await declare_topology(await connection.channel(), topology.Topology())
         listed = rabbitmqctl("list_queues", "-p", vhost, "name", "type", "--no-table-headers")
         types = dict(line.split("\t") for line in listed.stdout.splitlines() if "\t" in line)
         assert types == {name: "quorum" for name in topology.Topology().queue_names()}

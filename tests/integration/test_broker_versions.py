@@ -22,6 +22,7 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractQueue
 
+from tests.aio_pika_topology import declare_topology
 from tests.faulty_serve import FAULTY_SERVE, SLOW_RENDER
 from tests.integration.helpers import (
     AMQP_URL,
@@ -122,7 +123,7 @@ async def test_the_workers_topology_keeps_its_own_limit_on_every_version(
     bare_topo: Topology, channel: AbstractChannel
 ) -> None:
     # The worker's declaration, through its own code.
-    await topology.declare(channel, bare_topo)
+    await declare_topology(channel, bare_topo)
     queue = await channel.get_queue(bare_topo.request_queue, ensure=False)
     body = orjson.dumps(a_job("returned"))
     await channel.default_exchange.publish(aio_pika.Message(body), routing_key=queue.name)

@@ -27,9 +27,9 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
+from tests.aio_pika_topology import declare_topology
 from tests.integration.helpers import StartWorker, WorkerProcess, a_job, queue_depth, wait_for
 from tests.rabbit_nodes import ExtraCluster, ExtraNode
-from worker.transport.link import topology
 from worker.transport.link.broker_failures import broker_address
 from worker.transport.link.topology import Topology
 
@@ -149,7 +149,7 @@ async def test_the_worker_fails_over_to_another_node_and_no_job_is_lost(
     # Declared through a surviving node: the quorum queues' leaders are placed there.
     setup = await aio_pika.connect(survivor_url)
     async with setup:
-        await topology.declare(await setup.channel(), topo)
+        await declare_topology(await setup.channel(), topo)
 
     replies: collections.Counter[str] = collections.Counter()
     statuses: collections.Counter[str] = collections.Counter()

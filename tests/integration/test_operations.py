@@ -16,6 +16,7 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel
 
+from tests.aio_pika_topology import declare_topology
 from tests.integration.helpers import (
     AMQP_URL,
     BASE_CASE,
@@ -53,7 +54,7 @@ async def test_declared_topology_matches_the_module(
     await worker.wait_ready()
     # Re-declaring with other arguments would fail with 406 and close the channel, so
     # a second declaration succeeding proves the broker holds exactly these arguments.
-    declared = await topology_module.declare(channel, topo)
+    declared = await declare_topology(channel, topo)
     assert declared.request_queue.arguments == topology_module.request_queue_arguments(
         topo.dead_letter, 5
     )
@@ -412,7 +413,7 @@ async def test_processes_compete_are_restarted_and_stop_together(
 async def test_client_times_out_clearly_when_no_worker_consumes(
     topo: Topology, client: PromptClient, channel: AbstractChannel
 ) -> None:
-    await topology_module.declare(channel, topo)
+    await declare_topology(channel, topo)
     with pytest.raises(PromptTimeout) as raised:
         await client.build(a_job("nobody-home"), timeout=0.5)
     assert isinstance(raised.value, TimeoutError)
@@ -423,7 +424,7 @@ async def test_client_times_out_clearly_when_no_worker_consumes(
 async def test_a_resend_that_fails_after_its_call_timed_out_reports_nothing(
     topo: Topology, client: PromptClient, channel: AbstractChannel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await topology_module.declare(channel, topo)
+    await declare_topology(channel, topo)
     loop = asyncio.get_running_loop()
     reported: list[dict[str, Any]] = []
     loop.set_exception_handler(lambda _, context: reported.append(context))

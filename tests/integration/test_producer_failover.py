@@ -30,12 +30,12 @@ from pathlib import Path
 import aio_pika
 import pytest
 
+from tests.aio_pika_topology import declare_topology
 from tests.data import CONFORMANCE, REPO
 from tests.integration.helpers import StartWorker, WorkerProcess, a_job, wait_for
 from tests.rabbit_nodes import NODE_VERSION, ExtraCluster
 from tests.rerender.files import conformance_lines, write_lines
 from worker.cli import main
-from worker.transport.link import topology
 from worker.transport.link.broker_failures import broker_address
 from worker.transport.link.topology import Topology
 from worker.transport.producers.client import PromptClient
@@ -97,7 +97,7 @@ async def worker_beside_the_victim(
     victim, survivor, third = cluster.urls
     setup = await aio_pika.connect(survivor)
     async with setup:
-        await topology.declare(await setup.channel(), topo)
+        await declare_topology(await setup.channel(), topo)
     worker = start_worker(amqp_url=f"{survivor},{third}")
     await worker.wait_ready()
     return worker, f"{victim}?reconnect_interval=0.2,{survivor},{third}"

@@ -19,9 +19,9 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
+from tests.aio_pika_topology import declare_topology
 from tests.faulty_serve import FAULTY_SERVE, SLOW_RENDER
 from tests.integration.helpers import StartWorker, TcpProxy, a_job, drain, queue_depth, wait_for
-from worker.transport.link import topology
 from worker.transport.link.topology import Topology
 
 pytestmark = pytest.mark.broker
@@ -86,7 +86,7 @@ async def fill(channel: AbstractChannel, topo: Topology, replies: Replies, count
 
 async def filled(channel: AbstractChannel, topo: Topology, count: int) -> tuple[Replies, set[str]]:
     """The topology declared and `count` jobs waiting in it; their replies, the bad ids."""
-    await topology.declare(channel, topo)
+    await declare_topology(channel, topo)
     replies = Replies()
     await replies.open(channel)
     return replies, await fill(channel, topo, replies, count)
@@ -221,7 +221,7 @@ async def test_deliveries_of_a_consumer_replaced_by_a_prefetch_switch_are_settle
     # open one (the broker would close the channel when it is requeued afterwards).
     topo = replace(topo, delivery_limit=2)
     count = 200
-    await topology.declare(channel, topo)
+    await declare_topology(channel, topo)
     replies = Replies()
     await replies.open(channel)
     slow = orjson.dumps(a_job("slow", alert_data=BIG_ALERT + SLOW_RENDER.decode()))

@@ -20,6 +20,7 @@ import pytest
 from aio_pika.abc import AbstractIncomingMessage
 from yarl import URL
 
+from tests.aio_pika_topology import declare_topology
 from tests.data import CONFORMANCE, REPO
 from tests.integration.conftest import start_worker, topo
 from tests.integration.helpers import (
@@ -39,7 +40,7 @@ from worker.cli import main
 from worker.render.config import load_config
 from worker.render.renderer import Renderer
 from worker.render.replies import DEFAULT_MAX_MESSAGE_BYTES
-from worker.transport.link.topology import Topology, declare
+from worker.transport.link.topology import Topology
 from worker.transport.producers.client import PromptClient
 from worker.transport.producers.replay import describe
 
@@ -121,12 +122,12 @@ def start_run(tmp_path: Path, broker: Sequence[str], timeout: str = "30") -> Run
 def no_consumer_queue(topo: Topology) -> Iterator[Topology]:
     """The fleet's queues, declared as `serve` declares them, with no worker on them."""
 
-    async def declare_topology() -> None:
+    async def declare_queues() -> None:
         connection = await aio_pika.connect(AMQP_URL)
         async with connection:
-            await declare(await connection.channel(), topo)
+            await declare_topology(await connection.channel(), topo)
 
-    asyncio.run(declare_topology())
+    asyncio.run(declare_queues())
     yield topo
 
 
@@ -273,7 +274,7 @@ async def test_duplicate_replies_are_written_once(tmp_path: Path, topo: Topology
     connection = await aio_pika.connect(AMQP_URL)
     async with connection:
         channel = await connection.channel()
-        queue = (await declare(channel, topo)).request_queue
+        queue = (await declare_topology(channel, topo)).request_queue
 
         async def answer_twice(message: AbstractIncomingMessage) -> None:
             body = renderer.render(message.body).body

@@ -16,6 +16,7 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
+from tests.aio_pika_topology import declare_topology
 from tests.integration.helpers import (
     AMQP_URL,
     needs_broker,
@@ -71,7 +72,7 @@ async def channel(topo: topology.Topology) -> AsyncIterator[AbstractChannel]:
     connection = await aio_pika.connect(AMQP_URL)
     async with connection:
         ch = await connection.channel()
-        await topology.declare(ch, topo)
+        await declare_topology(ch, topo)
         yield ch
 
 

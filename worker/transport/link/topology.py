@@ -1,8 +1,8 @@
 """The worker's RabbitMQ topology, in one place (CONTRACT.md §4).
 
-The worker declares it idempotently on each channel it opens (`declare_on`, on its own link:
-at start-up and after every reconnect); tests and tools declare it through aio-pika
-(`declare`); `deploy/rabbitmq/definitions.json` describes the same objects for brokers
+The worker declares it idempotently on each channel it opens (`declare_on`, on aiormq's
+channel: at start-up and after every reconnect); tests and benchmarks declare it through
+aio-pika (`tests/aio_pika_topology.py`); `deploy/rabbitmq/definitions.json` describes the same objects for brokers
 that are provisioned ahead of time, and `rabbitmq_definitions` renders them in that
 format so the two can be compared by a test. RabbitMQ refuses (406
 PRECONDITION_FAILED) to re-declare a queue with different arguments, so every argument
@@ -18,8 +18,6 @@ reject-publish`; without them it silently falls back to at-most-once.
 from dataclasses import dataclass
 from typing import Any
 
-import aio_pika
-from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractQueue
 from aiormq.abc import AbstractChannel as LinkChannel
 
 from worker.transport.link.connection import BROKER_CALL_TIMEOUT
@@ -78,36 +76,6 @@ class Topology:
 
     def queue_names(self) -> tuple[str, str, str]:
         return (self.request_queue, self.reply_queue, self.dead_letter_queue)
-
-
-@dataclass(frozen=True, slots=True)
-class Declared:
-    request_queue: AbstractQueue
-    reply_queue: AbstractQueue
-    dead_letter_exchange: AbstractExchange
-    dead_letter_queue: AbstractQueue
-
-
-async def declare(channel: AbstractChannel, topology: Topology) -> Declared:
-    """Declare every object of `topology` on `channel` (idempotent).
-
-    The dead-letter side is declared first so no job can be dead-lettered into an
-    exchange that does not exist yet.
-    """
-    dlx = await channel.declare_exchange(
-        topology.dead_letter_exchange, aio_pika.ExchangeType.FANOUT, durable=True
-    )
-    dlq = await channel.declare_queue(
-        topology.dead_letter_queue, durable=True, arguments=dead_letter_queue_arguments()
-    )
-    await dlq.bind(dlx, routing_key="")
-    replies = await channel.declare_queue(
-        topology.reply_queue, durable=True, arguments=reply_queue_arguments()
-    )
-    requests = await channel.declare_queue(
-        topology.request_queue, durable=True, arguments=topology.request_arguments()
-    )
-    return Declared(requests, replies, dlx, dlq)
 
 
 async def declare_on(channel: LinkChannel, topology: Topology) -> None:
