@@ -70,7 +70,7 @@ def uses_tls(url: str | URL) -> bool:
 
 
 def connect_kwargs(url: str | URL, tls: TlsFiles | None) -> dict[str, Any]:
-    """Keyword arguments for aio-pika's connect functions and connection classes.
+    """Keyword arguments for the worker's connections (`ssl_context`, for aiormq's `context`).
 
     Empty for `amqp://`; for `amqps://` the SSL context built from `tls`. Raises
     `TlsFilesError` for unusable files, and when TLS files are given for a plain URL
