@@ -16,8 +16,14 @@ See docs/RERENDER.md.
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from worker.commands.archive_args import (
+    ArchiveArgumentError,
+    add_archive_arguments,
+    archive_source,
+    read_window,
+)
 from worker.commands.budget_args import (
     BudgetArgumentError,
     add_budget_arguments,
@@ -68,7 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from worker.rerender.run import DEFAULT_DIFF_LIMIT
     from worker.transport.setting_flags import add_arguments as add_setting_arguments
 
-    parser.add_argument("input", metavar="INPUT.jsonl", help="jobs, one a line; - for stdin")
+    parser.add_argument(
+        "input",
+        metavar="INPUT.jsonl",
+        nargs="?",
+        help="jobs, one a line; - for stdin (or --from-archive)",
+    )
     parser.add_argument(
         "--out", required=True, metavar="OUTPUT.jsonl", help="one record per input line"
     )
@@ -155,6 +166,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fail-on-drift",
         action="store_true",
         help="exit 1 when any job changed or failed to render (for CI)",
+    )
+    add_archive_arguments(
+        parser, "re-render what serve recorded in the archive stream (docs/RERENDER.md)"
     )
     parser.add_argument(
         "--resume",
@@ -246,8 +260,14 @@ def run(args: argparse.Namespace) -> int:
     # Records are built and freed a chunk at a time, in every engine: see worker/heap.py.
     keep_freed_memory()
 
+    try:
+        input_path, archive = _input(args)
+    except ArchiveArgumentError as exc:
+        print(f"prompt-worker rerender: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     options = Options(
-        input=args.input,
+        input=input_path,
+        archive=archive,
         output=args.out,
         report=args.report,
         html=args.html,
@@ -283,3 +303,20 @@ def run(args: argparse.Namespace) -> int:
     except RerenderError as exc:
         print(f"prompt-worker rerender: {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _input(args: argparse.Namespace) -> tuple[str, "dict[str, Any] | None"]:
+    """INPUT, or the spool of the archive's records (`--from-archive`) and its read."""
+    if args.from_archive is None:
+        if args.input is None:
+            raise ArchiveArgumentError("give INPUT.jsonl, or --from-archive AMQP_URL --since")
+        return args.input, None
+    if args.input is not None:
+        raise ArchiveArgumentError("give INPUT.jsonl or --from-archive, not both")
+    from worker.rerender.archive_input import spool_path
+
+    source = archive_source(args, dict(os.environ))
+    state = read_window(
+        source, args.out, resume=args.resume, progress=args.progress, log_interval=args.log_interval
+    )
+    return str(spool_path(args.out)), state

@@ -1,0 +1,99 @@
+"""Archive streams for the reading tests: declared per test, filled with records in the
+wire format of SPEC §12 (what serve's recorder writes), deleted afterwards."""
+
+import asyncio
+import datetime
+import gzip
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import aiormq
+import orjson
+import zstandard
+
+from tests.unavailable import AMQP_URL
+
+RECORD_TYPE = "build-prompt.archive-record"
+
+
+def record_of(case: dict[str, Any], *, status: str = "ok") -> dict[str, Any]:
+    """The record serve writes for a case of the conformance files (job, what was sent)."""
+    from tests.rerender.runs import sent_meta
+
+    return {
+        "record": 1,
+        "job": case["job"],
+        "messages": case.get("expected_messages") or case.get("messages"),
+        "meta": {**sent_meta(case), "prompt_chars": 10, "masked": {}, "warnings": []},
+        "status": status,
+        "answered_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        "worker_version": "0.1.0",
+    }
+
+
+def encode(record: dict[str, Any] | bytes, encoding: str) -> bytes:
+    body = record if isinstance(record, bytes) else orjson.dumps(record)
+    if encoding == "zstd":
+        return zstandard.ZstdCompressor().compress(body)
+    if encoding == "gzip":
+        return gzip.compress(body)
+    return body
+
+
+async def publish(
+    stream: str,
+    records: list[dict[str, Any] | bytes],
+    *,
+    encoding: str = "zstd",
+    url: str = AMQP_URL,
+    when: datetime.datetime | None = None,
+) -> None:
+    connection = await aiormq.connect(url)
+    try:
+        channel = await connection.channel()
+        await channel.confirm_delivery()
+        for record in records:
+            job = record.get("job", {}) if isinstance(record, dict) else {}
+            headers = {"record": 1, "kind": job.get("kind"), "session_id": job.get("session_id")}
+            await channel.basic_publish(
+                encode(record, encoding),
+                routing_key=stream,
+                properties=aiormq.spec.Basic.Properties(
+                    content_type="application/json",
+                    content_encoding=encoding or None,
+                    timestamp=when or datetime.datetime.now(datetime.UTC),
+                    message_id=job.get("job_id"),
+                    message_type=RECORD_TYPE,
+                    headers={k: v for k, v in headers.items() if v is not None},
+                    delivery_mode=2,
+                ),
+            )
+    finally:
+        await connection.close()
+
+
+async def _declare(stream: str, url: str, *, delete: bool) -> None:
+    connection = await aiormq.connect(url)
+    try:
+        channel = await connection.channel()
+        if delete:
+            await channel.queue_delete(stream)
+        else:
+            await channel.queue_declare(
+                stream, durable=True, arguments={"x-queue-type": "stream"}
+            )
+    finally:
+        await connection.close()
+
+
+@contextmanager
+def archive_stream(label: str, url: str = AMQP_URL) -> Iterator[str]:
+    """A fresh stream of this test's, deleted when it ends."""
+    name = f"archive-read.{label}.{uuid.uuid4().hex[:8]}"
+    asyncio.run(_declare(name, url, delete=False))
+    try:
+        yield name
+    finally:
+        asyncio.run(_declare(name, url, delete=True))

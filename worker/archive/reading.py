@@ -1,0 +1,182 @@
+"""Reading the archive stream over AMQP 0-9-1 (SPEC §12, "Reading it").
+
+A stream is read through aiormq's public channel API: `basic_qos` (a stream consumer
+needs a prefetch), `basic_consume` with the `x-stream-offset` argument (`first`, a
+timestamp, an offset number, `last`), and every delivery carries its offset in the
+`x-stream-offset` header. Deliveries are acknowledged as they are taken (a stream
+keeps them; the acknowledgement only gives the consumer credit for more).
+
+AMQP has no "where does the stream end now?". `find_end` asks it with a short
+consumer from `last` (the stream's last chunk): the highest offset delivered once the
+deliveries pause for `settle` seconds. It costs one consumer and the last chunk's
+records (bodies not decompressed), and the pause: `settle` after the last delivery,
+`empty_settle` on an empty stream.
+"""
+
+import asyncio
+import datetime
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import aiormq
+from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
+
+DEFAULT_STREAM = "build-prompt.archive"
+OFFSET_HEADER = "x-stream-offset"
+DEFAULT_PREFETCH = 500
+# How long the stream may stay silent before the offset the run reads to: far longer
+# than a stream takes to deliver stored records, short of a hung run.
+IDLE_TIMEOUT = 30.0
+
+
+class ArchiveError(Exception):
+    """The stream cannot be read: one line for the operator."""
+
+
+class NoStream(ArchiveError):
+    """The broker has no queue of that name (404)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One record as the stream delivered it, not yet decompressed."""
+
+    offset: int
+    timestamp: datetime.datetime | None
+    headers: dict[str, Any]
+    body: bytes
+    encoding: str | None
+    message_id: str | None
+
+
+def _delivery(message: DeliveredMessage) -> Delivery | None:
+    properties = message.header.properties
+    headers = dict(properties.headers or {})
+    offset = headers.get(OFFSET_HEADER)
+    if not isinstance(offset, int):
+        return None  # not a stream: see `ArchiveReader._take`
+    return Delivery(
+        offset=offset,
+        timestamp=properties.timestamp,
+        headers=headers,
+        body=message.body,
+        encoding=properties.content_encoding,
+        message_id=properties.message_id,
+    )
+
+
+class ArchiveReader:
+    """One connection and channel on the broker, reading one stream."""
+
+    def __init__(self, url: str, stream: str, *, prefetch: int = DEFAULT_PREFETCH) -> None:
+        self.url = url
+        self.stream = stream
+        self.prefetch = prefetch
+        self._connection: AbstractConnection | None = None
+        self._channel: AbstractChannel | None = None
+
+    async def __aenter__(self) -> "ArchiveReader":
+        self._connection = await aiormq.connect(self.url)
+        await self._open_channel()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+
+    async def _open_channel(self) -> AbstractChannel:
+        assert self._connection is not None
+        channel = await self._connection.channel()
+        try:
+            await channel.queue_declare(self.stream, passive=True)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            raise NoStream(f"no stream {self.stream!r} on the broker (404)") from None
+        channel = await self._connection.channel()  # a 404 closed the first one
+        await channel.basic_qos(prefetch_count=self.prefetch)
+        self._channel = channel
+        return channel
+
+    async def _consume(
+        self, start: int | str | datetime.datetime, queue: "asyncio.Queue[DeliveredMessage]"
+    ) -> str:
+        channel = self._channel
+        assert channel is not None
+
+        async def on_message(message: DeliveredMessage) -> None:
+            queue.put_nowait(message)
+
+        ok = await channel.basic_consume(self.stream, on_message, arguments={OFFSET_HEADER: start})
+        assert ok.consumer_tag is not None
+        return ok.consumer_tag
+
+    async def _take(self, message: DeliveredMessage) -> Delivery:
+        delivery = _delivery(message)
+        if delivery is None:
+            # A queue, not a stream: leave its message unacknowledged (the broker
+            # gives it back when the channel closes), so reading it takes nothing.
+            raise ArchiveError(
+                f"{self.stream!r} is not a stream (a delivery without {OFFSET_HEADER})"
+            )
+        assert self._channel is not None
+        tag = message.delivery_tag
+        if tag is not None:
+            await self._channel.basic_ack(tag)
+        return delivery
+
+    async def _finish(self, tag: str) -> None:
+        # A fresh channel for the next consumer: deliveries still in flight for this
+        # one would otherwise arrive among the next one's.
+        assert self._channel is not None
+        await self._channel.basic_cancel(tag)
+        await self._channel.close()
+        await self._open_channel()
+
+    async def find_end(self, *, settle: float = 0.3, empty_settle: float = 1.0) -> Delivery | None:
+        """The stream's last record now (its offset is where a run stops), or None."""
+        queue: asyncio.Queue[DeliveredMessage] = asyncio.Queue()
+        tag = await self._consume("last", queue)
+        last: Delivery | None = None
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(settle if last else empty_settle):
+                        message = await queue.get()
+                except TimeoutError:
+                    return last
+                delivery = await self._take(message)
+                if last is None or delivery.offset > last.offset:
+                    last = delivery
+        finally:
+            await self._finish(tag)
+
+    async def read(
+        self, start: int | datetime.datetime, end_offset: int, *, idle_timeout: float = IDLE_TIMEOUT
+    ) -> AsyncIterator[Delivery]:
+        """Records from `start` (an offset, or a time) up to `end_offset` included."""
+        queue: asyncio.Queue[DeliveredMessage] = asyncio.Queue()
+        tag = await self._consume(start, queue)
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(idle_timeout):
+                        message = await queue.get()
+                except TimeoutError:
+                    raise ArchiveError(
+                        f"the stream delivered nothing for {idle_timeout:.0f} s before"
+                        f" offset {end_offset}"
+                    ) from None
+                delivery = await self._take(message)
+                if delivery.offset > end_offset:
+                    return
+                yield delivery
+                if delivery.offset == end_offset:
+                    return
+        finally:
+            await self._finish(tag)
