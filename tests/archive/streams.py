@@ -56,7 +56,7 @@ async def publish(
         await channel.confirm_delivery()
         for record in records:
             job = record.get("job", {}) if isinstance(record, dict) else {}
-            headers = {"record": 1, "kind": job.get("kind"), "session_id": job.get("session_id")}
+            headers = {"record": 1, "kind": job.get("kind"), "session_id": (job.get("session") or {}).get("session_id")}
             await channel.basic_publish(
                 encode(record, encoding),
                 routing_key=stream,

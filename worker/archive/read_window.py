@@ -37,6 +37,13 @@ def parse_when(text: str, now: datetime.datetime) -> datetime.datetime:
     return when.astimezone(datetime.UTC)
 
 
+def session_of(job: dict[str, Any]) -> str | None:
+    """The job's session id (`session.session_id`, CONTRACT.md §2), if it has one."""
+    session = job.get("session")
+    value = session.get("session_id") if isinstance(session, dict) else None
+    return value if isinstance(value, str) else None
+
+
 @dataclass(frozen=True, slots=True)
 class Window:
     since: datetime.datetime
@@ -68,7 +75,7 @@ class Window:
         values = {
             "kind": job.get("kind"),
             "family": (meta or {}).get("family") or job.get("family"),
-            "session_id": job.get("session_id"),
+            "session_id": session_of(job),
         }
         return all(not wanted or values[name] in wanted for name, wanted in self._filters())
 

@@ -3,6 +3,8 @@
 import argparse
 import datetime
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -87,13 +89,9 @@ def read_window(
 ) -> dict[str, Any]:
     """Spool the window's records beside `output` (worker/rerender/archive_input.py);
     the read's state. Raises ArchiveArgumentError with the line an operator reads."""
-    from aiormq.exceptions import AMQPError
+    from worker.rerender.archive_input import read_archive
 
-    from worker.archive.reading import ArchiveError
-    from worker.rerender.archive_input import ArchiveReadError, read_archive
-    from worker.transport.link.broker_failures import connect_failure
-
-    try:
+    with _read_errors(source):
         state = read_archive(
             source,
             output,
@@ -102,10 +100,35 @@ def read_window(
             log_interval=log_interval,
             err=sys.stderr,
         )
+    return state.as_json()
+
+
+def read_fleet(source: "ArchiveSource", *, progress: str, log_interval: float) -> dict[str, Any]:
+    """The fleet page's data of the window's records (worker/rerender/page/fleet_data.py)."""
+    from worker.rerender.archive_input import ReadState, read_into
+    from worker.rerender.page.fleet_data import FleetData
+
+    state = ReadState(stream=source.stream, broker=source.where, window=source.window.describe())
+    fleet = FleetData(state)
+    with _read_errors(source):
+        read_into(source, fleet, progress_mode=progress, log_interval=log_interval, err=sys.stderr)
+    return fleet.page_data()
+
+
+@contextmanager
+def _read_errors(source: "ArchiveSource") -> Iterator[None]:
+    """A failed read as one line (ArchiveArgumentError): what, where, and what to do."""
+    from aiormq.exceptions import AMQPError
+
+    from worker.archive.reading import ArchiveError
+    from worker.rerender.archive_input import ArchiveReadError
+    from worker.transport.link.broker_failures import connect_failure
+
+    try:
+        yield
     except ArchiveReadError as exc:
         raise ArchiveArgumentError(f"{exc}; what was read is kept: --resume continues") from None
     except ArchiveError as exc:
         raise ArchiveArgumentError(f"{exc} (broker {source.where})") from None
     except (AMQPError, OSError, TimeoutError) as exc:
         raise ArchiveArgumentError(connect_failure(source.where, exc)) from None
-    return state.as_json()

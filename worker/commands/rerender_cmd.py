@@ -253,7 +253,7 @@ def _default_budget(args: argparse.Namespace, *, check_tokenizer: bool) -> "Budg
 
 def run(args: argparse.Namespace) -> int:
     from worker.heap import keep_freed_memory
-    from worker.rerender.run import EXIT_USAGE, Options, RerenderError
+    from worker.rerender.run import EXIT_INTERRUPTED, EXIT_USAGE, Options, RerenderError
     from worker.rerender.run import run as run_rerender
     from worker.rerender.sink import Engine
 
@@ -265,6 +265,13 @@ def run(args: argparse.Namespace) -> int:
     except ArchiveArgumentError as exc:
         print(f"prompt-worker rerender: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(
+            "prompt-worker rerender: interrupted while reading the archive;"
+            " re-run with --resume to continue",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     options = Options(
         input=input_path,
         archive=archive,

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import orjson
 
@@ -58,6 +58,11 @@ class ReadState:
     duplicates: list[dict[str, Any]] = field(default_factory=list)
     complete: bool = False
     last_offset: int | None = None
+
+    def note_bad(self, offset: int, reason: str) -> None:
+        self.bad += 1
+        if len(self.bad_records) < MAX_BAD_LISTED:
+            self.bad_records.append({"offset": offset, "reason": reason})
 
     def as_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -125,9 +130,7 @@ class Spool:
         self.state.last_offset = delivery.offset
 
     def bad(self, delivery: Delivery, reason: str) -> None:
-        self.state.bad += 1
-        if len(self.state.bad_records) < MAX_BAD_LISTED:
-            self.state.bad_records.append({"offset": delivery.offset, "reason": reason})
+        self.state.note_bad(delivery.offset, reason)
 
     def save(self) -> None:
         self._file.flush()
@@ -176,7 +179,19 @@ class _Bar:
             self.progress.close()
 
 
-async def _read(source: ArchiveSource, spool: Spool, bar: _Bar) -> None:
+class RecordSink(Protocol):
+    """Where the records of a read go: the spool (rerender) or the fleet page (report)."""
+
+    state: ReadState
+
+    def add(self, record: dict[str, Any], delivery: Delivery) -> None: ...
+
+    def bad(self, delivery: Delivery, reason: str) -> None: ...
+
+    def save(self) -> None: ...
+
+
+async def _read(source: ArchiveSource, spool: RecordSink, bar: _Bar) -> None:
     state, window = spool.state, source.window
     async with ArchiveReader(source.url, source.stream) as reader:
         if state.end_offset is None:
@@ -202,7 +217,7 @@ async def _read(source: ArchiveSource, spool: Spool, bar: _Bar) -> None:
     state.complete = True
 
 
-def _take(delivery: Delivery, window: Window, spool: Spool) -> None:
+def _take(delivery: Delivery, window: Window, spool: RecordSink) -> None:
     if window.before(delivery.timestamp) or window.excludes_headers(delivery.headers):
         return
     try:
@@ -231,6 +246,23 @@ def read_archive(
     if resumed and spool.state.complete:
         spool.close()
         return spool.state
+    try:
+        read_into(source, spool, progress_mode=progress_mode, log_interval=log_interval, err=err)
+    finally:
+        spool.close()
+    return spool.state
+
+
+def read_into(
+    source: ArchiveSource,
+    sink: RecordSink,
+    *,
+    progress_mode: str,
+    log_interval: float,
+    err: TextIO,
+) -> None:
+    """Read the window's records (from `sink.state.last_offset` on, if set) into `sink`,
+    with a progress bar by stream offset."""
 
     def make(total: int, start: int) -> Progress:
         return make_progress(
@@ -239,13 +271,11 @@ def read_archive(
 
     bar = _Bar(make)
     try:
-        asyncio.run(_read(source, spool, bar))
+        asyncio.run(_read(source, sink, bar))
     finally:
         bar.close()
-        spool.close()
-    if spool.state.bad:
+    if sink.state.bad:
         err.write(
-            f"rerender: {spool.state.bad:,} archive records could not be read"
-            " (see the report's archive.bad_records)\n"
+            f"{sink.state.bad:,} archive records could not be read"
+            " (listed by offset: the rerender report's archive.bad_records, the fleet page's notes)\n"
         )
-    return spool.state
