@@ -56,7 +56,11 @@ async def publish(
         await channel.confirm_delivery()
         for record in records:
             job = record.get("job", {}) if isinstance(record, dict) else {}
-            headers = {"record": 1, "kind": job.get("kind"), "session_id": (job.get("session") or {}).get("session_id")}
+            headers = {
+                "record": 1,
+                "kind": job.get("kind"),
+                "session_id": (job.get("session") or {}).get("session_id"),
+            }
             await channel.basic_publish(
                 encode(record, encoding),
                 routing_key=stream,
@@ -81,9 +85,7 @@ async def _declare(stream: str, url: str, *, delete: bool) -> None:
         if delete:
             await channel.queue_delete(stream)
         else:
-            await channel.queue_declare(
-                stream, durable=True, arguments={"x-queue-type": "stream"}
-            )
+            await channel.queue_declare(stream, durable=True, arguments={"x-queue-type": "stream"})
     finally:
         await connection.close()
 
