@@ -4,6 +4,7 @@ wire format of SPEC §12 (what serve's recorder writes), deleted afterwards."""
 import asyncio
 import datetime
 import gzip
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,23 +15,30 @@ import orjson
 import zstandard
 
 from tests.unavailable import AMQP_URL
+from worker.archive.record import RecordFacts, record_json, session_id_of
 
 RECORD_TYPE = "build-prompt.archive-record"
 
 
-def record_of(case: dict[str, Any], *, status: str = "ok") -> dict[str, Any]:
-    """The record serve writes for a case of the conformance files (job, what was sent)."""
+def record_of(case: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    """The record serve writes (worker/archive/record.py builds it) for a case of the
+    conformance files: the job and what was sent for it."""
     from tests.rerender.runs import sent_meta
 
-    return {
-        "record": 1,
-        "job": case["job"],
-        "messages": case.get("expected_messages") or case.get("messages"),
-        "meta": {**sent_meta(case), "prompt_chars": 10, "masked": {}, "warnings": []},
-        "status": status,
-        "answered_at": datetime.datetime.now(datetime.UTC).isoformat(),
-        "worker_version": "0.1.0",
-    }
+    job = case["job"]
+    messages = case.get("expected_messages") or case.get("messages")
+    reply = {
+        "job_id": job.get("job_id"),
+        "status": "ok",
+        "kind": job.get("kind"),
+        "messages": messages,
+        "meta": {**sent_meta(case), "prompt_chars": sum(len(m["content"]) for m in messages),
+                 "masked": {}, "warnings": [], **meta},
+    }  # fmt: skip
+    facts = RecordFacts(job=job, kind=job.get("kind"), session_id=session_id_of(job))
+    body = record_json(facts, orjson.dumps(reply), time.time(), "0.1.0")
+    record: dict[str, Any] = orjson.loads(body)
+    return record
 
 
 def encode(record: dict[str, Any] | bytes, encoding: str) -> bytes:
@@ -49,7 +57,10 @@ async def publish(
     encoding: str = "zstd",
     url: str = AMQP_URL,
     when: datetime.datetime | None = None,
+    compress: bool = True,
 ) -> None:
+    """Publish `records` (a record, or a body's bytes) with `encoding` as the
+    content_encoding; `compress=False` sends bytes as they are, whatever it says."""
     connection = await aiormq.connect(url)
     try:
         channel = await connection.channel()
@@ -62,7 +73,7 @@ async def publish(
                 "session_id": (job.get("session") or {}).get("session_id"),
             }
             await channel.basic_publish(
-                encode(record, encoding),
+                encode(record, encoding if compress else ""),
                 routing_key=stream,
                 properties=aiormq.spec.Basic.Properties(
                     content_type="application/json",

@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import zstandard
 
-# The record schema this worker reads: the `record` member of every record.
-RECORD_VERSION = 1
+from worker.archive.record import RECORD_VERSION
+
 # A decompressed record larger than this is not a record (a bound on a bad body).
 MAX_RECORD_BYTES = 256 * 1024 * 1024
 ENCODINGS = ("zstd", "gzip", "")
@@ -53,7 +53,8 @@ def decompress(body: bytes, encoding: str | None) -> bytes:
 
 
 def decode_record(body: bytes, encoding: str | None) -> dict[str, Any]:
-    """The record as a dict; raises BadRecord or NewerRecord."""
+    """The record as a dict; raises BadRecord or NewerRecord. Its `job` is an object,
+    or None for a job the worker could not read (worker/archive/record.py)."""
     text = decompress(body, encoding)
     try:
         record = orjson.loads(text)
@@ -66,6 +67,6 @@ def decode_record(body: bytes, encoding: str | None) -> dict[str, Any]:
         raise NewerRecord(version)
     if version != RECORD_VERSION:
         raise BadRecord(f"'record' is {version!r}, expected {RECORD_VERSION}")
-    if not isinstance(record.get("job"), dict):
-        raise BadRecord("'job' is not an object")
+    if record.get("job") is not None and not isinstance(record["job"], dict):
+        raise BadRecord("'job' is neither an object nor null")
     return record

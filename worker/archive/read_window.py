@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from worker.archive.record import session_id_of
+
 _AGE = re.compile(r"(\d+)([dhms])")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
 
@@ -37,11 +39,10 @@ def parse_when(text: str, now: datetime.datetime) -> datetime.datetime:
     return when.astimezone(datetime.UTC)
 
 
-def session_of(job: dict[str, Any]) -> str | None:
-    """The job's session id (`session.session_id`, CONTRACT.md §2), if it has one."""
-    session = job.get("session")
-    value = session.get("session_id") if isinstance(session, dict) else None
-    return value if isinstance(value, str) else None
+def record_kind(record: dict[str, Any]) -> str | None:
+    """The job's kind: the reply's `kind`, else the job's."""
+    kind = record.get("kind") or (record.get("job") or {}).get("kind")
+    return kind if isinstance(kind, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +71,11 @@ class Window:
         )
 
     def admits(self, record: dict[str, Any]) -> bool:
-        job = record.get("job") or {}
         meta = record.get("meta") if isinstance(record.get("meta"), dict) else {}
         values = {
-            "kind": job.get("kind"),
-            "family": (meta or {}).get("family") or job.get("family"),
-            "session_id": session_of(job),
+            "kind": record_kind(record),
+            "family": (meta or {}).get("family"),
+            "session_id": session_id_of(record.get("job")),
         }
         return all(not wanted or values[name] in wanted for name, wanted in self._filters())
 

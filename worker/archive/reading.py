@@ -23,7 +23,8 @@ from typing import Any
 import aiormq
 from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
 
-DEFAULT_STREAM = "build-prompt.archive"
+from worker.archive.record import DEFAULT_STREAM as DEFAULT_STREAM
+
 OFFSET_HEADER = "x-stream-offset"
 DEFAULT_PREFETCH = 500
 # How long the stream may stay silent before the offset the run reads to: far longer
@@ -79,7 +80,11 @@ class ArchiveReader:
 
     async def __aenter__(self) -> "ArchiveReader":
         self._connection = await aiormq.connect(self.url)
-        await self._open_channel()
+        try:
+            await self._open_channel()
+        except BaseException:
+            await self._connection.close()
+            raise
         return self
 
     async def __aexit__(

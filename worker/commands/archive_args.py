@@ -121,9 +121,11 @@ def _read_errors(source: "ArchiveSource") -> Iterator[None]:
     from aiormq.exceptions import AMQPError
 
     from worker.archive.reading import ArchiveError
+    from worker.ops.logs import silence_broker_libraries
     from worker.rerender.archive_input import ArchiveReadError
     from worker.transport.link.broker_failures import connect_failure
 
+    silence_broker_libraries()
     try:
         yield
     except ArchiveReadError as exc:

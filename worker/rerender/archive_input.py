@@ -54,6 +54,8 @@ class ReadState:
     end_offset: int | None = None
     records: int = 0
     bad: int = 0
+    # Records of jobs the worker could not read (`job` null): answered, not renderable.
+    no_job: int = 0
     bad_records: list[dict[str, Any]] = field(default_factory=list)
     duplicates: list[dict[str, Any]] = field(default_factory=list)
     complete: bool = False
@@ -80,9 +82,9 @@ def _state_path(output: str) -> Path:
     return Path(output + STATE_SUFFIX)
 
 
-def _job_id(record: dict[str, Any], delivery: Delivery) -> str | None:
-    job_id = record["job"].get("job_id")
-    return job_id if isinstance(job_id, str) else delivery.message_id
+def _job_id(record: dict[str, Any]) -> str | None:
+    job_id = record.get("job_id") or (record.get("job") or {}).get("job_id")
+    return job_id if isinstance(job_id, str) else None
 
 
 class Spool:
@@ -104,8 +106,8 @@ class Spool:
         lines = data[:whole].splitlines()
         for number, line in enumerate(lines, 1):
             record = orjson.loads(line)
-            job_id = record["job"].get("job_id")
-            if isinstance(job_id, str):
+            job_id = _job_id(record)
+            if job_id is not None:
                 self.first_line.setdefault(job_id, number)
             self.state.last_offset = record["archive"]["offset"]
         self.state.records = len(lines)
@@ -115,10 +117,13 @@ class Spool:
         self.state.bad = len(self.state.bad_records)
 
     def add(self, record: dict[str, Any], delivery: Delivery) -> None:
+        if record.get("job") is None:
+            self.state.no_job += 1
+            return
         self.state.records += 1
         line = self.state.records
         archive: dict[str, Any] = {"offset": delivery.offset}
-        job_id = _job_id(record, delivery)
+        job_id = _job_id(record) or delivery.message_id
         if job_id is not None:
             first = self.first_line.setdefault(job_id, line)
             if first != line:
@@ -126,7 +131,8 @@ class Spool:
                 self.state.duplicates.append(
                     {"line": line, "offset": delivery.offset, "job_id": job_id, "first_line": first}
                 )
-        self._file.write(orjson.dumps({**record, "archive": archive}) + b"\n")
+        # `job` first: the line reads as a wrapper at a glance (rerender/local.py).
+        self._file.write(orjson.dumps({"job": record["job"], **record, "archive": archive}) + b"\n")
         self.state.last_offset = delivery.offset
 
     def bad(self, delivery: Delivery, reason: str) -> None:

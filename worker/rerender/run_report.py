@@ -158,6 +158,7 @@ def _archive_summary(archive: dict[str, Any]) -> list[str]:
     lines = [
         f"  archive {archive['stream']} at {archive['broker']}: {archive['records']:,} records"
         f" to offset {archive['end_offset']}, {archive['bad']:,} unreadable"
+        + (f", {archive['no_job']:,} without a job" if archive["no_job"] else "")
     ]
     duplicates = archive["duplicates"]
     if duplicates:

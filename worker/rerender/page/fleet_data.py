@@ -12,8 +12,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.archive.read_window import session_of
+from worker.archive.read_window import record_kind
 from worker.archive.reading import Delivery
+from worker.archive.record import session_id_of
 from worker.rerender.archive_input import ReadState
 
 NO_SESSION = "(no session)"
@@ -79,10 +80,10 @@ class FleetData:
     def add(self, record: dict[str, Any], delivery: Delivery) -> None:
         self.state.records += 1
         self.state.last_offset = delivery.offset
-        job = record["job"]
+        job = record.get("job") or {}
         meta = record.get("meta") if isinstance(record.get("meta"), dict) else {}
         assert isinstance(meta, dict)
-        kind = str(job.get("kind") or "(unknown)")
+        kind = record_kind(record) or "(unknown)"
         family = str(meta.get("family") or delivery.headers.get("family") or "(unknown)")
         when = _when(record, delivery)
         if when is not None:
@@ -122,7 +123,7 @@ class FleetData:
     def _keep_prompt(
         self, record: dict[str, Any], job: dict[str, Any], kind: str, when: datetime.datetime | None
     ) -> None:
-        session_id = session_of(job) or NO_SESSION
+        session_id = session_id_of(job) or NO_SESSION
         session = self._sessions.get(session_id)
         if session is None:
             if len(self._sessions) >= self.limits.max_sessions:
@@ -136,7 +137,7 @@ class FleetData:
             return
         session["prompts"].append(
             {
-                "job_id": job.get("job_id"),
+                "job_id": record.get("job_id") or job.get("job_id"),
                 "kind": kind,
                 "status": record.get("status"),
                 "answered_at": when.isoformat() if when else None,
