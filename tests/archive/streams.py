@@ -26,15 +26,20 @@ def record_of(case: dict[str, Any], **meta: Any) -> dict[str, Any]:
     from tests.rerender.runs import sent_meta
 
     job = case["job"]
-    messages = case.get("expected_messages") or case.get("messages")
+    messages: list[dict[str, str]] = case.get("expected_messages") or case["messages"]
     reply = {
         "job_id": job.get("job_id"),
         "status": "ok",
         "kind": job.get("kind"),
         "messages": messages,
-        "meta": {**sent_meta(case), "prompt_chars": sum(len(m["content"]) for m in messages),
-                 "masked": {}, "warnings": [], **meta},
-    }  # fmt: skip
+        "meta": {
+            **sent_meta(case),
+            "prompt_chars": sum(len(m["content"]) for m in messages),
+            "masked": {},
+            "warnings": [],
+            **meta,
+        },
+    }
     facts = RecordFacts(job=job, kind=job.get("kind"), session_id=session_id_of(job))
     body = record_json(facts, orjson.dumps(reply), time.time(), "0.1.0")
     record: dict[str, Any] = orjson.loads(body)
