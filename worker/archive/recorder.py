@@ -119,6 +119,7 @@ class ArchiveRecorder:
         self._refused_until = 0.0
         self.declared = False  # the last declaration was accepted
         self.last_problem: str | None = None  # the last lost record's outcome
+        self.lost = dict.fromkeys(OUTCOMES[1:], 0)
 
     def start(self) -> None:
         self._down_since = time.monotonic()
@@ -149,6 +150,8 @@ class ArchiveRecorder:
             "connected": self._channel is not None,
             "recording": self._channel is not None and self.last_problem is None,
             "last_problem": self.last_problem,
+            # Records lost since the worker started, by outcome (those not 0).
+            "lost": {name: count for name, count in self.lost.items() if count},
         }
 
     # -- recording ---------------------------------------------------------------
@@ -244,6 +247,7 @@ class ArchiveRecorder:
 
     def _lost(self, outcome: str, error: str | None) -> None:
         self._outcomes[outcome].inc()
+        self.lost[outcome] += 1
         self.last_problem = outcome
         if outcome not in self._logged:
             self._logged.add(outcome)
