@@ -22,6 +22,7 @@ from tests.integration.helpers import (
     StartWorker,
     a_job,
     alive,
+    archive_stream,
     children,
     drain,
     held_while_stopped,
@@ -198,6 +199,7 @@ def in_process_settings(topo: Topology) -> Settings:
         reply_queue=topo.reply_queue,
         dead_letter_queue=topo.dead_letter,
         http_port=0,
+        archive_stream=archive_stream(topo),
     )
 
 

@@ -14,7 +14,8 @@ members are the reply's very bytes (no second encoding), so a record says exactl
 was sent.
 
 Properties: `content_type` application/json, `content_encoding` zstd, `timestamp` the
-answer time (whole seconds), `message_id` the job's id (absent when the job had none),
+answer time (whole seconds), `message_id` the job's id (a random hex id
+when the job had none),
 `delivery_mode` 2, `type` build-prompt.archive-record, `app_id` prompt-worker. Headers
 (a header whose value is absent is left out) let a reader filter without decompressing:
 `record` (the version), `kind`, `family`, `session_id`, `status`.
