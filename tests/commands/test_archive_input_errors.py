@@ -15,6 +15,7 @@ from tests.integration.helpers import free_port
 from tests.rerender.files import CONFIG
 from tests.rerender.runs import conformance_cases
 from tests.unavailable import AMQP_URL
+from worker.transport.link.broker_failures import broker_address
 
 
 def rerender(out: Path, *args: str) -> tuple[int, str, str]:
@@ -67,7 +68,7 @@ def test_a_stream_that_is_not_there_is_one_line(tmp_path: Path, command: str) ->
     assert result.returncode == 2
     assert one_line(result.stderr) == (
         f"prompt-worker {command}: no stream 'archive-read.absent' on the broker (404)"
-        " (broker 127.0.0.1:5672)"
+        f" (broker {broker_address(AMQP_URL)})"
     )
 
 

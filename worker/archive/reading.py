@@ -9,8 +9,10 @@ keeps them; the acknowledgement only gives the consumer credit for more).
 AMQP has no "where does the stream end now?". `find_end` asks it with a short
 consumer from `last` (the stream's last chunk): the highest offset delivered once the
 deliveries pause for `settle` seconds. It costs one consumer and the last chunk's
-records (bodies not decompressed), and the pause: `settle` after the last delivery,
-`empty_settle` on an empty stream.
+records (bodies not decompressed), and the pause: `settle` (1 s) after the last
+delivery, `empty_settle` (3 s) on an empty stream. The pauses are generous because a
+shared, loaded broker may take a while to start delivering: a chunk's records come as
+one burst, so a record missed by a too-short pause would be one the run never reads.
 """
 
 import asyncio
@@ -143,7 +145,7 @@ class ArchiveReader:
         await self._channel.close()
         await self._open_channel()
 
-    async def find_end(self, *, settle: float = 0.3, empty_settle: float = 1.0) -> Delivery | None:
+    async def find_end(self, *, settle: float = 1.0, empty_settle: float = 3.0) -> Delivery | None:
         """The stream's last record now (its offset is where a run stops), or None."""
         queue: asyncio.Queue[DeliveredMessage] = asyncio.Queue()
         tag = await self._consume("last", queue)
