@@ -115,3 +115,18 @@ def archive_stream(label: str, url: str = AMQP_URL) -> Iterator[str]:
         yield name
     finally:
         asyncio.run(_declare(name, url, delete=True))
+
+
+def error_record_of(job: dict[str, Any], code: str, message: str) -> dict[str, Any]:
+    """The record of a job answered with an error."""
+    reply = {
+        "job_id": job.get("job_id"),
+        "status": "error",
+        "kind": job.get("kind"),
+        "error": {"code": code, "message": message},
+    }
+    facts = RecordFacts(job=job, kind=job.get("kind"), session_id=session_id_of(job))
+    record: dict[str, Any] = orjson.loads(
+        record_json(facts, orjson.dumps(reply), time.time(), "0.1.0")
+    )
+    return record
