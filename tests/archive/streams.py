@@ -6,7 +6,7 @@ import datetime
 import gzip
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -57,7 +57,7 @@ def encode(record: dict[str, Any] | bytes, encoding: str) -> bytes:
 
 async def publish(
     stream: str,
-    records: list[dict[str, Any] | bytes],
+    records: Sequence[dict[str, Any] | bytes],
     *,
     encoding: str = "zstd",
     url: str = AMQP_URL,
