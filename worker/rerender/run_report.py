@@ -44,13 +44,16 @@ def totals(tally: Tally) -> dict[str, Any]:
         # The share of the ok replies' prompt tokens before their last cache breakpoint
         # (meta.cache): what a provider's prompt cache can reuse on each session's next
         # render. By each reply's own tokenizer: the budget's, else the estimate.
-        "cacheable": {
-            "stable_tokens": tally.stable_tokens,
-            "prompt_tokens": tally.prompt_tokens,
-            "share": round(tally.stable_tokens / tally.prompt_tokens, 3)
-            if tally.prompt_tokens
-            else None,
-        },
+        "cacheable": cacheable(tally.stable_tokens, tally.prompt_tokens),
+    }
+
+
+def cacheable(stable_tokens: int, prompt_tokens: int) -> dict[str, Any]:
+    """The cacheable share of prompts: tokens before the last breakpoint of all."""
+    return {
+        "stable_tokens": stable_tokens,
+        "prompt_tokens": prompt_tokens,
+        "share": round(stable_tokens / prompt_tokens, 3) if prompt_tokens else None,
     }
 
 

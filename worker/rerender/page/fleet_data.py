@@ -16,6 +16,7 @@ from worker.archive.read_window import record_kind
 from worker.archive.reading import Delivery
 from worker.archive.record import session_id_of
 from worker.rerender.archive_input import ReadState
+from worker.rerender.run_report import cacheable
 
 NO_SESSION = "(no session)"
 # Bucket widths of the time chart, in seconds: the smallest giving at most ~60 bars.
@@ -192,13 +193,7 @@ class FleetData:
                 "errors": sum(row.errors for row in self._kinds.values()),
                 "unreadable": self.state.bad,
                 "sessions": len(self._sessions),
-                "cacheable": {
-                    "stable_tokens": self._stable_tokens,
-                    "prompt_tokens": self._cache_tokens,
-                    "share": round(self._stable_tokens / self._cache_tokens, 3)
-                    if self._cache_tokens
-                    else None,
-                },
+                "cacheable": cacheable(self._stable_tokens, self._cache_tokens),
                 "budgeted": self._budgeted,
                 "trimmed": self._trimmed,
             },
