@@ -3,8 +3,8 @@
 A stream is read through aiormq's public channel API: `basic_qos` (a stream consumer
 needs a prefetch), `basic_consume` with the `x-stream-offset` argument (`first`, a
 timestamp, an offset number, `last`), and every delivery carries its offset in the
-`x-stream-offset` header. Deliveries are acknowledged as they are taken (a stream
-keeps them; the acknowledgement only gives the consumer credit for more).
+`x-stream-offset` header. Deliveries are acknowledged as they are taken, many at once
+(a stream keeps them; the acknowledgement only gives the consumer credit for more).
 
 AMQP has no "where does the stream end now?". `find_end` asks it with a short
 consumer from `last` (the stream's last chunk): the highest offset delivered once the
@@ -17,7 +17,7 @@ one burst, so a record missed by a too-short pause would be one the run never re
 
 import asyncio
 import datetime
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -79,6 +79,10 @@ class ArchiveReader:
         self.prefetch = prefetch
         self._connection: AbstractConnection | None = None
         self._channel: AbstractChannel | None = None
+        # Deliveries taken but not yet acknowledged: acknowledged together (`multiple`),
+        # a quarter of the prefetch at a time or whenever the consumer waits.
+        self._unacked = 0
+        self._last_tag = 0
 
     async def __aenter__(self) -> "ArchiveReader":
         self._connection = await aiormq.connect(self.url)
@@ -131,11 +135,26 @@ class ArchiveReader:
             raise ArchiveError(
                 f"{self.stream!r} is not a stream (a delivery without {OFFSET_HEADER})"
             )
-        assert self._channel is not None
-        tag = message.delivery_tag
-        if tag is not None:
-            await self._channel.basic_ack(tag)
+        if message.delivery_tag is not None:
+            self._last_tag = message.delivery_tag
+            self._unacked += 1
+            if self._unacked * 4 >= self.prefetch:
+                await self._ack()
         return delivery
+
+    async def _ack(self) -> None:
+        if self._unacked and self._channel is not None:
+            await self._channel.basic_ack(self._last_tag, multiple=True)
+            self._unacked = 0
+
+    async def _next(
+        self, queue: "asyncio.Queue[DeliveredMessage]", within: float
+    ) -> DeliveredMessage:
+        """The next delivery; raises TimeoutError after `within` seconds without one."""
+        if queue.empty():
+            await self._ack()  # the broker sends no more until it has them
+        async with asyncio.timeout(within):
+            return await queue.get()
 
     async def _finish(self, tag: str) -> None:
         # A fresh channel for the next consumer: deliveries still in flight for this
@@ -143,6 +162,7 @@ class ArchiveReader:
         assert self._channel is not None
         await self._channel.basic_cancel(tag)
         await self._channel.close()
+        self._unacked = 0
         await self._open_channel()
 
     async def find_end(self, *, settle: float = 1.0, empty_settle: float = 3.0) -> Delivery | None:
@@ -153,8 +173,7 @@ class ArchiveReader:
         try:
             while True:
                 try:
-                    async with asyncio.timeout(settle if last else empty_settle):
-                        message = await queue.get()
+                    message = await self._next(queue, settle if last else empty_settle)
                 except TimeoutError:
                     return last
                 delivery = await self._take(message)
@@ -165,15 +184,14 @@ class ArchiveReader:
 
     async def read(
         self, start: int | datetime.datetime, end_offset: int, *, idle_timeout: float = IDLE_TIMEOUT
-    ) -> AsyncIterator[Delivery]:
+    ) -> AsyncGenerator[Delivery, None]:
         """Records from `start` (an offset, or a time) up to `end_offset` included."""
         queue: asyncio.Queue[DeliveredMessage] = asyncio.Queue()
         tag = await self._consume(start, queue)
         try:
             while True:
                 try:
-                    async with asyncio.timeout(idle_timeout):
-                        message = await queue.get()
+                    message = await self._next(queue, idle_timeout)
                 except TimeoutError:
                     raise ArchiveError(
                         f"the stream delivered nothing for {idle_timeout:.0f} s before"

@@ -14,6 +14,7 @@ import asyncio
 import datetime
 import os
 from collections.abc import Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -213,13 +214,15 @@ async def _read(source: ArchiveSource, spool: RecordSink, bar: _Bar) -> None:
         if isinstance(start, int) and start > state.end_offset:
             state.complete = True
             return
-        async for delivery in reader.read(start, state.end_offset):
-            if window.after(delivery.timestamp):
-                break
-            _take(delivery, window, spool)
-            bar.update(delivery, state)
-            if state.records % 1000 == 0:
-                spool.save()
+        # Closed here, not when collected: its consumer is cancelled before the loop ends.
+        async with aclosing(reader.read(start, state.end_offset)) as deliveries:
+            async for delivery in deliveries:
+                if window.after(delivery.timestamp):
+                    break
+                _take(delivery, window, spool)
+                bar.update(delivery, state)
+                if state.records % 1000 == 0:
+                    spool.save()
     state.complete = True
 
 
