@@ -5,7 +5,10 @@ Builds from the run's INPUT and OUTPUT files the same self-contained HTML page t
 each distinct change once with a diff of the messages, errors and bad input lines,
 with filters and a search by job id. Reads both files once, side by side; memory stays
 flat whatever their size. Exit 0 when the page is written, 2 when the files cannot
-make one (missing, unreadable, not a run's input and output). See docs/RERENDER.md.
+make one (missing, unreadable, not a run's input and output).
+
+With --from-archive AMQP_URL --since WHEN instead of the files: the fleet page, what
+serve answered in that window (worker/rerender/page/fleet_data.py). See docs/RERENDER.md.
 """
 
 import argparse

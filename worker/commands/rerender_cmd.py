@@ -6,6 +6,8 @@ reply, without meta.render_ms, plus "drift": same | changed | error for lines wi
 prior messages. A bad line gets an error record ("bad_line": true) and a blank line an
 empty line, so the two files stay aligned.
 
+--from-archive AMQP_URL --since WHEN takes the records serve wrote to the archive
+stream in that window as the input (spooled to OUTPUT.archive.jsonl first).
 Engines: --local (default) renders here on all cores; --broker publishes to the
 worker fleet. Ctrl-C leaves a valid partial output; --resume continues it.
 Exit 0 when every job rendered (drift included, unless --fail-on-drift), 1 when any
