@@ -198,6 +198,7 @@ def run_broker(
         "PROMPT_WORKER_HTTP_PORT": "0",
         "PROMPT_WORKER_LOG_LEVEL": "warning",
         "PROMPT_WORKER_CONFIG": str(CONFIG),
+        "PROMPT_WORKER_ARCHIVE_STREAM": "",  # not what is measured (docs/ARCHIVE.md)
     }
     serves = [
         subprocess.Popen([PYTHON, "-m", "worker", "serve"], cwd=REPO, env=env)

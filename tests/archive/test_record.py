@@ -2,6 +2,7 @@
 
 import zstandard
 
+from schemas.archive import ErrorRecord, OkRecord, parse_record
 from worker.archive.record import (
     RecordCompressor,
     RecordFacts,
@@ -78,3 +79,23 @@ def test_compressed_records_are_zstd_frames_any_decoder_reads() -> None:
     assert body[:4] == b"\x28\xb5\x2f\xfd"  # the zstd frame's magic number
     assert zstandard.ZstdDecompressor().decompress(body) == b'{"record":1}'
     assert decompress_record(body) == b'{"record":1}'
+
+
+def test_records_parse_as_the_schema_models() -> None:
+    reply = (
+        b'{"job_id":"j1","status":"ok","kind":"react","messages":[{"role":"user","content":"hi"}],'
+        b'"meta":{"template_version":"t","family":"tarsy","worker_version":"0.1.0","render_ms":1.0,'
+        b'"prompt_chars":2,"cache":{"breakpoints":[],"tokenizer":"estimate","stable_tokens":0,'
+        b'"prompt_tokens":1,"cut":null}}}'
+    )
+    ok = parse_record(record_json(RecordFacts(job={"job_id": "j1"}), reply, ANSWERED, "0.1.0"))
+    assert isinstance(ok, OkRecord)
+    assert (ok.record, ok.job, ok.answered_at.isoformat()) == (
+        1,
+        {"job_id": "j1"},
+        "2026-11-29T09:40:00.123000+00:00",
+    )
+    error = b'{"job_id":null,"status":"error","kind":null,"error":{"code":"invalid_json","message":"m","details":[]}}'
+    bad = parse_record(record_json(RecordFacts(job=None), error, ANSWERED, "0.1.0"))
+    assert isinstance(bad, ErrorRecord)
+    assert bad.job is None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import aio_pika
+import jsonschema
 import orjson
 import pytest
 import yaml
@@ -27,6 +28,7 @@ from yarl import URL
 from tests.integration.archive_records import read_records
 from tests.integration.helpers import (
     AMQP_URL,
+    REPO,
     StartWorker,
     TcpProxy,
     a_job,
@@ -132,6 +134,10 @@ async def test_ok_and_error_jobs_are_recorded_as_they_were_answered(
     # Without a job id, the message id is a random one (returns are matched by it).
     assert len(by_id[None].message.message_id or "") == 32
 
+    # Each record is what its JSON Schema says (schemas/archive-record.schema.json).
+    schema = json.loads((REPO / "schemas" / "archive-record.schema.json").read_text())
+    for read in records:
+        jsonschema.validate(read.record, schema, format_checker=jsonschema.FormatChecker())
     # No credential anywhere in the archive: bodies (compressed and not) and headers.
     for read in records:
         plain = orjson.dumps(read.record).decode()
