@@ -33,7 +33,10 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str
     cases = [c for c in conformance_cases() if c["job"]["kind"] in ("react", "synthesis")][:36]
     records = []
     for n, case in enumerate(cases):
-        meta: dict[str, Any] = {"masked": {"aws_access_key": n % 3, "password": 1}}
+        meta: dict[str, Any] = {
+            "masked": {"aws_access_key": n % 3, "password": 1},
+            "cache": {"stable_tokens": 600 + n, "prompt_tokens": 1000},
+        }
         if n == 4:
             meta["budget"] = BUDGET
         records.append(record_of(case, **meta))
@@ -83,6 +86,8 @@ def test_the_summary_and_tables_count_what_was_recorded(
     assert card(page, "sessions") == str(len(sessions))
     assert card(page, "trimmed") == "1 of 1 budgeted"
     assert table(page, "errors") == {"invalid_job": ["2"], "render_failed": ["1"]}
+    stable = sum(600 + n for n in range(36))
+    assert card(page, "cacheable") == f"{100 * round(stable / 36_000, 3):.1f}%"
     masked: Counter[str] = Counter()
     for r in records:
         masked.update(r.get("meta", {}).get("masked", {}))
