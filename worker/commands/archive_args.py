@@ -18,8 +18,6 @@ class ArchiveArgumentError(ValueError):
 
 
 def add_archive_arguments(parser: argparse.ArgumentParser, purpose: str) -> None:
-    from worker.archive.reading import DEFAULT_STREAM
-
     group = parser.add_argument_group("archive", purpose)
     group.add_argument(
         "--from-archive",
@@ -31,7 +29,8 @@ def add_archive_arguments(parser: argparse.ArgumentParser, purpose: str) -> None
         "--archive-stream",
         metavar="NAME",
         default=None,
-        help=f"the stream (${ARCHIVE_STREAM_ENV}; default {DEFAULT_STREAM})",
+        # The default of worker/archive/record.py, named here: --help imports no client.
+        help=f"the stream (${ARCHIVE_STREAM_ENV}; default build-prompt.archive)",
     )
     group.add_argument(
         "--since", metavar="WHEN", help="RFC 3339 time, or an age: 7d, 12h, 30m (required)"

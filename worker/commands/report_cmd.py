@@ -26,7 +26,7 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 HELP = (
     "build the drift page (HTML) of a rerender run from its input and output, or the "
-    "fleet page of the archive stream (--from-archive)"
+    "fleet page from the archive stream"
 )
 
 
