@@ -175,6 +175,7 @@ async def test_typical_jobs_through_serve_rerender_from_the_archive(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 async def test_ten_thousand_typical_jobs_through_serve_rerender_from_the_archive(
     start_worker: StartWorker, topo: Topology, channel: AbstractChannel, tmp_path: Path
 ) -> None:
