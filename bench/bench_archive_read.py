@@ -2,7 +2,7 @@
 and the bytes of a record, for typical jobs (SPEC §12, docs/RERENDER.md).
 
     .venv/bin/python bench/bench_archive_read.py                 # 20,000 records
-    .venv/bin/python bench/bench_archive_read.py --records 100000 --json
+    .venv/bin/python bench/bench_archive_read.py --records 100000 --fleet 2 --json
 
 Records are made as serve makes them: each typical job of tests/bench_jobs (react and
 native_thinking, alternating, 7 sessions) rendered with tests/bench_jobs/worker.yaml,
@@ -10,7 +10,9 @@ then built, compressed and given headers by worker/archive/record.py and publish
 stream of its own (deleted afterwards). Then, side by side in one run:
 
 * `report --from-archive` (the read alone: every record decompressed and tallied);
-* `rerender --from-archive` with the local engine, 1 and 2 render processes.
+* `rerender --from-archive` with the local engine, 1 and 2 render processes;
+* with `--fleet N`, `rerender --from-archive --broker` through N `serve` processes on
+  queues of their own (recording off: the read is measured, not the recorder).
 
 Rates are records per second of the whole command (read, render, report), wall clock,
 start-up included; the render phase's own rate is the report's `this_run.jobs_per_s`.
@@ -129,10 +131,54 @@ def timed(name: str, count: int, command: list[str], report: Path | None) -> dic
     return row
 
 
+def through_fleet(serves: int, count: int, source: list[str], work: Path) -> dict[str, Any]:
+    """`rerender --from-archive --broker` through `serves` serve processes."""
+    from bench_rerender import _delete, _queue_consumers  # bench/ is the script's folder
+
+    prefix = f"bench-archive-fleet-{uuid.uuid4().hex[:8]}"
+    queues = [prefix, f"{prefix}.replies", f"{prefix}.dead"]
+    env = {
+        **os.environ,
+        "PROMPT_WORKER_AMQP_URL": AMQP_URL,
+        "PROMPT_WORKER_REQUEST_QUEUE": queues[0],
+        "PROMPT_WORKER_REPLY_QUEUE": queues[1],
+        "PROMPT_WORKER_DEAD_LETTER_QUEUE": queues[2],
+        "PROMPT_WORKER_HTTP_PORT": "0",
+        "PROMPT_WORKER_LOG_LEVEL": "warning",
+        "PROMPT_WORKER_CONFIG": str(CONFIG),
+        "PROMPT_WORKER_ARCHIVE_STREAM": "",
+    }
+    processes = [
+        subprocess.Popen([sys.executable, "-m", "worker", "serve"], cwd=REPO, env=env)
+        for _ in range(serves)
+    ]
+    try:
+        deadline = time.monotonic() + 120
+        while asyncio.run(_queue_consumers(queues[0])) < serves:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
+                raise SystemExit("the serve processes did not start")
+            time.sleep(0.5)
+        report = work / "fleet.report.json"
+        return timed(
+            f"rerender --from-archive --broker ({serves} serve)", count,
+            [sys.executable, "-m", "worker", "rerender", *source,
+             "--out", str(work / "out-fleet.jsonl"), f"--broker={AMQP_URL}",
+             "--request-queue", queues[0], "--progress", "off", "--report", str(report)],
+            report,
+        )  # fmt: skip
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=60)
+        asyncio.run(_delete(queues))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--workdir", default="/tmp/bench-archive-read")
+    parser.add_argument("--fleet", type=int, default=0, metavar="N", help="serve processes")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     work = Path(args.workdir)
@@ -158,6 +204,8 @@ def main() -> None:
                  "--report", str(report)],
                 report,
             ))  # fmt: skip
+        if args.fleet:
+            rows.append(through_fleet(args.fleet, args.records, source, work))
     finally:
         asyncio.run(delete(stream))
     results = {
