@@ -3,8 +3,10 @@ clear line, exit 2 for a usage error, no traceback; an unreadable record is coun
 the run goes on; a record of a newer schema stops the run with what was read kept."""
 
 import asyncio
+import uuid
 from pathlib import Path
 
+import aiormq
 import orjson
 import pytest
 
@@ -70,6 +72,41 @@ def test_a_stream_that_is_not_there_is_one_line(tmp_path: Path, command: str) ->
         f"prompt-worker {command}: no stream 'archive-read.absent' on the broker (404)"
         f" (broker {broker_address(AMQP_URL)})"
     )
+
+
+async def _classic_queue(name: str, *, delete: bool = False) -> int:
+    connection = await aiormq.connect(AMQP_URL)
+    channel = await connection.channel()
+    if delete:
+        declared = await channel.queue_declare(name, passive=True)
+        await channel.queue_delete(name)
+    else:
+        await channel.queue_declare(name, auto_delete=False)
+        await channel.basic_publish(b"a job", routing_key=name)
+        declared = await channel.queue_declare(name, passive=True)
+    await connection.close()
+    return int(declared.message_count or 0)
+
+
+@pytest.mark.broker
+def test_a_queue_that_is_not_a_stream_is_one_line_and_keeps_its_messages(
+    tmp_path: Path,
+) -> None:
+    name = f"archive-read.classic.{uuid.uuid4().hex[:8]}"
+    assert asyncio.run(_classic_queue(name)) == 1
+    try:
+        code, _, err = rerender(
+            tmp_path / "o.jsonl", "--from-archive", AMQP_URL, "--archive-stream", name,
+            "--since", "1h",
+        )  # fmt: skip
+    finally:
+        left = asyncio.run(_classic_queue(name, delete=True))
+    assert code == 2
+    assert one_line(err.encode()) == (
+        f"prompt-worker rerender: {name!r} is a queue, not a stream"
+        f" (broker {broker_address(AMQP_URL)})"
+    )
+    assert left == 1
 
 
 @pytest.mark.broker

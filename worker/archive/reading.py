@@ -123,7 +123,13 @@ class ArchiveReader:
         async def on_message(message: DeliveredMessage) -> None:
             queue.put_nowait(message)
 
-        ok = await channel.basic_consume(self.stream, on_message, arguments={OFFSET_HEADER: start})
+        try:
+            ok = await channel.basic_consume(
+                self.stream, on_message, arguments={OFFSET_HEADER: start}
+            )
+        except aiormq.exceptions.ChannelPreconditionFailed:
+            # A queue of another type refuses the stream offset: it is not the archive.
+            raise ArchiveError(f"{self.stream!r} is a queue, not a stream") from None
         assert ok.consumer_tag is not None
         return ok.consumer_tag
 
