@@ -30,6 +30,8 @@ SPOOL_SUFFIX = ".archive.jsonl"
 STATE_SUFFIX = ".archive.json"
 # Bad records are listed by offset in the state and the report up to this many.
 MAX_BAD_LISTED = 100
+# The read's state is saved every this many stream offsets (and at its end).
+SAVE_EVERY = 1000
 
 
 class ArchiveReadError(Exception):
@@ -221,7 +223,7 @@ async def _read(source: ArchiveSource, spool: RecordSink, bar: _Bar) -> None:
                     break
                 _take(delivery, window, spool)
                 bar.update(delivery, state)
-                if state.records % 1000 == 0:
+                if delivery.offset % SAVE_EVERY == 0:
                     spool.save()
     state.complete = True
 
