@@ -133,45 +133,17 @@ def timed(name: str, count: int, command: list[str], report: Path | None) -> dic
 
 def through_fleet(serves: int, count: int, source: list[str], work: Path) -> dict[str, Any]:
     """`rerender --from-archive --broker` through `serves` serve processes."""
-    from bench_rerender import _delete, _queue_consumers  # bench/ is the script's folder
+    from bench_rerender import serve_fleet  # bench/ is the script's folder
 
-    prefix = f"bench-archive-fleet-{uuid.uuid4().hex[:8]}"
-    queues = [prefix, f"{prefix}.replies", f"{prefix}.dead"]
-    env = {
-        **os.environ,
-        "PROMPT_WORKER_AMQP_URL": AMQP_URL,
-        "PROMPT_WORKER_REQUEST_QUEUE": queues[0],
-        "PROMPT_WORKER_REPLY_QUEUE": queues[1],
-        "PROMPT_WORKER_DEAD_LETTER_QUEUE": queues[2],
-        "PROMPT_WORKER_HTTP_PORT": "0",
-        "PROMPT_WORKER_LOG_LEVEL": "warning",
-        "PROMPT_WORKER_CONFIG": str(CONFIG),
-        "PROMPT_WORKER_ARCHIVE_STREAM": "",
-    }
-    processes = [
-        subprocess.Popen([sys.executable, "-m", "worker", "serve"], cwd=REPO, env=env)
-        for _ in range(serves)
-    ]
-    try:
-        deadline = time.monotonic() + 120
-        while asyncio.run(_queue_consumers(queues[0])) < serves:
-            if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
-                raise SystemExit("the serve processes did not start")
-            time.sleep(0.5)
+    with serve_fleet(serves, "bench-archive-fleet") as request_queue:
         report = work / "fleet.report.json"
         return timed(
             f"rerender --from-archive --broker ({serves} serve)", count,
             [sys.executable, "-m", "worker", "rerender", *source,
              "--out", str(work / "out-fleet.jsonl"), f"--broker={AMQP_URL}",
-             "--request-queue", queues[0], "--progress", "off", "--report", str(report)],
+             "--request-queue", request_queue, "--progress", "off", "--report", str(report)],
             report,
         )  # fmt: skip
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=60)
-        asyncio.run(_delete(queues))
 
 
 def main() -> None:
