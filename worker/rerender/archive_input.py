@@ -277,7 +277,12 @@ def read_into(
 
     def make(total: int, start: int) -> Progress:
         return make_progress(
-            progress_mode, total_bytes=total, start_offset=start, interval=log_interval, stream=err
+            progress_mode,
+            total_bytes=total,
+            start_offset=start,
+            interval=log_interval,
+            stream=err,
+            label="archive",
         )
 
     bar = _Bar(make)
