@@ -20,7 +20,7 @@ from worker.archive.record import RecordFacts, record_json, session_id_of
 RECORD_TYPE = "build-prompt.archive-record"
 
 
-def record_of(case: dict[str, Any], **meta: Any) -> dict[str, Any]:
+def record_of(case: dict[str, Any], at: float | None = None, **meta: Any) -> dict[str, Any]:
     """The record serve writes (worker/archive/record.py builds it) for a case of the
     conformance files: the job and what was sent for it."""
     from tests.rerender.runs import sent_meta
@@ -41,7 +41,7 @@ def record_of(case: dict[str, Any], **meta: Any) -> dict[str, Any]:
         },
     }
     facts = RecordFacts(job=job, kind=job.get("kind"), session_id=session_id_of(job))
-    body = record_json(facts, orjson.dumps(reply), time.time(), "0.1.0")
+    body = record_json(facts, orjson.dumps(reply), at or time.time(), "0.1.0")
     record: dict[str, Any] = orjson.loads(body)
     return record
 

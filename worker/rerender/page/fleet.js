@@ -61,9 +61,12 @@
     const names = [...new Set(buckets.flatMap((b) => Object.keys(b[by])))].sort();
     const colour = (name) => COLOURS[names.indexOf(name) % COLOURS.length];
     const max = Math.max(1, ...buckets.map((b) => Object.values(b[by]).reduce((x, y) => x + y, 0)));
-    const W = 760, H = 180, bar = Math.min(40, W / Math.max(1, buckets.length));
+    // Buckets without records are absent from the data: place each by its slot.
+    const slots = buckets.length ? buckets[buckets.length - 1].slot + 1 : 1;
+    const W = 760, H = 180, bar = Math.min(40, W / slots);
     const chart = svg("svg", { viewBox: `0 0 ${W} ${H + 20}`, width: W, height: H + 20, role: "img", "aria-label": "jobs over time by " + by });
-    buckets.forEach((b, i) => {
+    buckets.forEach((b) => {
+      const i = b.slot;
       let y = H;
       for (const name of names) {
         const n = b[by][name] || 0;

@@ -65,7 +65,9 @@ class FleetData:
     def __init__(self, state: ReadState, limits: FleetLimits | None = None) -> None:
         self.state = state
         self.limits = limits or FleetLimits()
-        self._times: list[tuple[float, str, str]] = []  # (epoch, kind, family)
+        # Records per (minute, kind, family): memory by the window's length, not its
+        # records; the chart's buckets are whole minutes.
+        self._minutes: Counter[tuple[int, str, str]] = Counter()
         self._kinds: dict[str, _KindRow] = defaultdict(_KindRow)
         self._families: Counter[str] = Counter()
         self._errors: Counter[str] = Counter()
@@ -88,7 +90,7 @@ class FleetData:
         family = str(meta.get("family") or delivery.headers.get("family") or "(unknown)")
         when = _when(record, delivery)
         if when is not None:
-            self._times.append((when.timestamp(), kind, family))
+            self._minutes[(int(when.timestamp()) // 60, kind, family)] += 1
         self._families[family] += 1
         row = self._kinds[kind]
         row.records += 1
@@ -158,22 +160,23 @@ class FleetData:
         """Nothing to keep: a report reads its window again."""
 
     def _timeline(self) -> dict[str, Any]:
-        if not self._times:
+        if not self._minutes:
             return {"bucket_s": None, "buckets": []}
-        first = min(t for t, _, _ in self._times)
-        last = max(t for t, _, _ in self._times)
+        first = 60 * min(minute for minute, _, _ in self._minutes)
+        last = 60 * max(minute for minute, _, _ in self._minutes)
         width = next((w for w in _BUCKETS if (last - first) / w < _MAX_BARS), _BUCKETS[-1])
         start = first - first % width
         buckets: dict[int, dict[str, Counter[str]]] = {}
-        for when, kind, family in self._times:
-            slot = int((when - start) // width)
+        for (minute, kind, family), n in self._minutes.items():
+            slot = (60 * minute - start) // width
             counts = buckets.setdefault(slot, {"kinds": Counter(), "families": Counter()})
-            counts["kinds"][kind] += 1
-            counts["families"][family] += 1
+            counts["kinds"][kind] += n
+            counts["families"][family] += n
         return {
             "bucket_s": width,
             "buckets": [
                 {
+                    "slot": slot,
                     "start": datetime.datetime.fromtimestamp(
                         start + slot * width, datetime.UTC
                     ).isoformat(),
