@@ -65,9 +65,10 @@ REDECLARE_PAUSE = 30.0
 # records are counted `refused` for this long without a publish: one channel a record
 # would be opened and closed otherwise.
 REFUSED_PAUSE = 10.0
-# Reconnect backoff: first pause and cap, in seconds.
+# Reconnect backoff: first pause and cap, in seconds (a short cap: records are lost
+# while the archive is down, so it comes back soon after the broker does).
 RECONNECT_FIRST = 0.5
-RECONNECT_CAP = 15.0
+RECONNECT_CAP = 5.0
 OUTCOMES = ("written", "timeout", "refused", "unroutable", "closed", "failed")
 
 Connect = Callable[[], Awaitable[AbstractConnection]]
