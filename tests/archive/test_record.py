@@ -99,3 +99,10 @@ def test_records_parse_as_the_schema_models() -> None:
     bad = parse_record(record_json(RecordFacts(job=None), error, ANSWERED, "0.1.0"))
     assert isinstance(bad, ErrorRecord)
     assert bad.job is None
+
+
+def test_the_default_stream_is_serves_default() -> None:
+    from worker.archive.record import DEFAULT_STREAM
+    from worker.transport.setting_flags import DEFAULT_ARCHIVE_STREAM
+
+    assert DEFAULT_STREAM == DEFAULT_ARCHIVE_STREAM == "build-prompt.archive"

@@ -37,7 +37,7 @@ CONTENT_ENCODING = "zstd"
 MESSAGE_TYPE = "build-prompt.archive-record"
 APP_ID = "prompt-worker"
 # zstd level 1: the fastest of the levels that compress JSON well (docs/ARCHIVE.md,
-# "Sizes"); higher levels cost CPU per job for a few percent of bytes.
+# "Retention and sizes"); higher levels cost CPU per job for a few percent of bytes.
 ZSTD_LEVEL = 1
 
 HEADER_RECORD = "record"

@@ -11,7 +11,8 @@ the job is acknowledged all the same and the record counted lost by outcome
 * `written`: the stream confirmed it;
 * `timeout`: no confirm by the deadline (a slow or stalled broker); the record may
   still be written, late;
-* `refused`: the broker nacked it, or refused the user access to the stream;
+* `refused`: the broker nacked it, refused the user access to the stream, or refused
+  the record itself (larger than its message size limit);
 * `unroutable`: returned (mandatory): no stream of that name (deleted under the worker);
   the recorder declares it again, at most every `REDECLARE_PAUSE` seconds;
 * `closed`: no connection to the broker, or it closed, until the deadline;
@@ -64,9 +65,10 @@ REDECLARE_PAUSE = 30.0
 # records are counted `refused` for this long without a publish: one channel a record
 # would be opened and closed otherwise.
 REFUSED_PAUSE = 10.0
-# Reconnect backoff: first pause and cap, in seconds.
+# Reconnect backoff: first pause and cap, in seconds (a short cap: records are lost
+# while the archive is down, so it comes back soon after the broker does).
 RECONNECT_FIRST = 0.5
-RECONNECT_CAP = 15.0
+RECONNECT_CAP = 5.0
 OUTCOMES = ("written", "timeout", "refused", "unroutable", "closed", "failed")
 
 Connect = Callable[[], Awaitable[AbstractConnection]]
@@ -236,6 +238,11 @@ class ArchiveRecorder:
             except Exception as exc:
                 if isinstance(exc, ChannelAccessRefused):
                     self._refused_until = time.monotonic() + REFUSED_PAUSE
+                    self._channel_lost(channel)
+                    return "refused", _words(exc)
+                if isinstance(exc, ChannelPreconditionFailed):
+                    # This record itself was refused (e.g. above the broker's message
+                    # size limit): publishing it again would only close channels.
                     self._channel_lost(channel)
                     return "refused", _words(exc)
                 # The channel or connection went: publish again once it is back.

@@ -36,7 +36,8 @@ DEFAULT_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 DEFAULT_ARCHIVE_STREAM = "build-prompt.archive"
 DEFAULT_ARCHIVE_MAX_AGE = "7D"
 # A cap that keeps the archive from filling the broker's disk, whose alarm would block
-# every reply: 10 GB is a week of a typical job at 15 a second (docs/ARCHIVE.md, "Sizes").
+# every reply. 10 GB is 1.3 million typical records, a week at 2 jobs a second: a fleet
+# sizes it from its rate and disk (docs/ARCHIVE.md, "Retention and sizes").
 DEFAULT_ARCHIVE_MAX_BYTES = 10_000_000_000
 DEFAULT_ARCHIVE_CONFIRM_TIMEOUT = 2.0
 
