@@ -5,6 +5,10 @@ local engine; drift, duplicates, filters, the window, progress and resuming a re
 import asyncio
 import datetime
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +16,7 @@ import orjson
 import pytest
 
 from tests.archive.streams import archive_stream, publish, record_of
+from tests.data import REPO
 from tests.rerender.files import CONFIG
 from tests.rerender.runs import EDIT_BEFORE, conformance_cases, tarsy_template_edit
 from tests.unavailable import AMQP_URL
@@ -173,3 +178,33 @@ def test_an_interrupted_read_resumes_after_its_last_offset(
     assert Path(f"{out}.archive.jsonl").read_bytes() == spool
     assert out.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
     assert report["archive"]["records"] == len(cases)
+
+
+def test_ctrl_c_during_a_run_then_resume_gives_the_whole_output(
+    tmp_path: Path, cases: list[dict[str, Any]]
+) -> None:
+    records = [record_of(c) for c in cases] * 25
+    with archive_stream("sigint") as stream:
+        asyncio.run(publish(stream, records))
+        code, _ = rerender(tmp_path / "whole.jsonl", stream, "--since", "1h")
+        assert code == 0
+        out = tmp_path / "stopped.jsonl"
+        command = [
+            sys.executable, "-m", "worker", "rerender", "--from-archive", AMQP_URL,
+            "--archive-stream", stream, "--since", "1h", "--out", str(out),
+            "--config", CONFIG, "--progress", "off",
+        ]  # fmt: skip
+        process = subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE)
+        spool = Path(f"{out}.archive.jsonl")
+        deadline = time.monotonic() + 120
+        while not (spool.exists() and spool.stat().st_size > 0):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 130, err
+        assert err.decode().splitlines()[-1].endswith("re-run with --resume to continue")
+        code, report = rerender(out, stream, "--since", "1h", "--resume")
+    assert code == 0
+    assert out.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+    assert report["archive"]["records"] == len(records)
