@@ -80,8 +80,11 @@ def test_a_job_recorded_twice_is_flagged_each_time(
     first, second = record_of(cases[0]), record_of(cases[1])
     with archive_stream("dup") as stream:
         asyncio.run(publish(stream, [first, second, first, first]))
-        code, report = rerender(tmp_path / "o.jsonl", stream, "--since", "1h")
+        page = tmp_path / "drift.html"
+        code, report = rerender(tmp_path / "o.jsonl", stream, "--since", "1h", "--html", str(page))
     assert code == 0
+    # The drift page of the run, as for a file (its input: the spool).
+    assert b'id="drift-data"' in page.read_bytes()
     job_id = cases[0]["job"]["job_id"]
     assert report["archive"]["duplicates"] == [
         {"line": 3, "offset": 2, "job_id": job_id, "first_line": 1},
