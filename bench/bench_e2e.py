@@ -154,6 +154,8 @@ def serve_env(
         "PROMPT_WORKER_HTTP_PORT": "0",
         "PROMPT_WORKER_LOG_LEVEL": "info",
         "PROMPT_WORKER_LOG_FORMAT": "json",
+        # Off unless a bench compares it (bench_side_by_side.py --setting archive).
+        "PROMPT_WORKER_ARCHIVE_STREAM": "",
     }
 
 

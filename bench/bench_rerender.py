@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -184,10 +185,11 @@ async def _delete(names: list[str]) -> None:
 PLAIN_CLIENT = {"PROMPT_WORKER_EVENT_LOOP": "asyncio"}
 
 
-def run_broker(
-    source: Path, lines: int, workers: int, window: int, plain_client: bool = False
-) -> Result:
-    prefix = f"bench-rerender-{uuid.uuid4().hex[:8]}"
+@contextlib.contextmanager
+def serve_fleet(workers: int, prefix: str = "bench-rerender") -> Iterator[str]:
+    """`workers` serve processes (recording off) on queues of their own, consuming;
+    yields the request queue. Stopped and the queues deleted afterwards."""
+    prefix = f"{prefix}-{uuid.uuid4().hex[:8]}"
     queues = [prefix, f"{prefix}.replies", f"{prefix}.dead"]
     env = {
         **os.environ,
@@ -198,6 +200,7 @@ def run_broker(
         "PROMPT_WORKER_HTTP_PORT": "0",
         "PROMPT_WORKER_LOG_LEVEL": "warning",
         "PROMPT_WORKER_CONFIG": str(CONFIG),
+        "PROMPT_WORKER_ARCHIVE_STREAM": "",  # not what is measured (docs/ARCHIVE.md)
     }
     serves = [
         subprocess.Popen([PYTHON, "-m", "worker", "serve"], cwd=REPO, env=env)
@@ -209,17 +212,24 @@ def run_broker(
             if time.monotonic() > deadline or any(s.poll() is not None for s in serves):
                 raise SystemExit("the serve processes did not start")
             time.sleep(0.5)
-        return run_rerender(
-            f"broker-{workers}-serve" + ("-plain" if plain_client else ""), source, lines,
-            f"--broker={AMQP_URL}", "--request-queue", queues[0], "--window", str(window),
-            env={**os.environ, **PLAIN_CLIENT} if plain_client else None,
-        )  # fmt: skip
+        yield queues[0]
     finally:
         for serve in serves:
             serve.send_signal(signal.SIGTERM)
         for serve in serves:
             serve.wait(timeout=60)
         asyncio.run(_delete(queues))
+
+
+def run_broker(
+    source: Path, lines: int, workers: int, window: int, plain_client: bool = False
+) -> Result:
+    with serve_fleet(workers) as request_queue:
+        return run_rerender(
+            f"broker-{workers}-serve" + ("-plain" if plain_client else ""), source, lines,
+            f"--broker={AMQP_URL}", "--request-queue", request_queue, "--window", str(window),
+            env={**os.environ, **PLAIN_CLIENT} if plain_client else None,
+        )  # fmt: skip
 
 
 # -- main ----------------------------------------------------------------------------

@@ -92,7 +92,7 @@ async def measure(value: str, args: argparse.Namespace, body: bytes, tmp: Path) 
         topo = await side_by_side.fresh_topology(channel)
         env = {
             **serve_env(topo, args.amqp_url, 64, CONFIG),
-            **side_by_side.setting_env("tracing", value),
+            **side_by_side.setting_env("tracing", value, topo),
             # Under valgrind `serve` runs some 50 times slower: exports the queue's timer
             # sends (each ~1 ms of CPU whatever it carries) would come 50 times as often
             # a job as in real time. Only full batches of 512 spans are exported, as on a

@@ -20,6 +20,11 @@ alternating round by round, then the percentiles of all calls of each value.
     .venv/bin/python bench/bench_side_by_side.py --rounds 6 --jobs 30000 --calls 2000
     .venv/bin/python bench/bench_side_by_side.py --setting tracing --values on,10pct,1pct,off
     .venv/bin/python bench/bench_side_by_side.py --setting tree --values .,/tmp/before
+    .venv/bin/python bench/bench_side_by_side.py --setting archive --values on,off
+
+`--setting archive` compares recording every answered job on an archive stream (`on`: a
+stream of the run's own, deleted after it) with no archive (`off`); it also prints the
+stream's bytes a record.
 
 `--setting tree` compares two checkouts (`git archive` of an older commit into a
 directory): each value is a tree, whose `serve` runs from its own directory on this
@@ -78,9 +83,16 @@ TRACING: dict[str, dict[str, str]] = {
 }
 
 
-def setting_env(setting: str, value: str) -> dict[str, str]:
+def archive_stream(topo: topology.Topology) -> str:
+    """The archive stream of `--setting archive`'s `on` workers."""
+    return f"{topo.request_queue}.archive"
+
+
+def setting_env(setting: str, value: str, topo: topology.Topology) -> dict[str, str]:
     if setting == "tree":
         return {}
+    if setting == "archive":
+        return {"PROMPT_WORKER_ARCHIVE_STREAM": archive_stream(topo) if value == "on" else ""}
     if setting != "tracing":
         return {f"PROMPT_WORKER_{setting.upper()}": value}
     if value == "off":
@@ -112,7 +124,7 @@ async def start_trace_sink() -> web.AppRunner:
 def start(
     setting: str, value: str, topo: topology.Topology, url: str, log: Path
 ) -> subprocess.Popen[bytes]:
-    env = {**serve_env(topo, url, 64, CONFIG), **setting_env(setting, value)}
+    env = {**serve_env(topo, url, 64, CONFIG), **setting_env(setting, value, topo)}
     # `--setting tree`: each value is a checkout, whose `serve` runs from its directory.
     cwd = Path(value).resolve() if setting == "tree" else REPO
     with log.open("wb") as out:
@@ -145,6 +157,7 @@ async def fresh_topology(channel: AbstractChannel) -> topology.Topology:
 async def remove(channel: AbstractChannel, topo: topology.Topology) -> None:
     for name in topo.queue_names():
         await channel.queue_delete(name)
+    await channel.queue_delete(archive_stream(topo))  # --setting archive
     await channel.exchange_delete(topo.dead_letter_exchange)
 
 
@@ -246,7 +259,10 @@ async def compare(args: argparse.Namespace) -> None:
     body = orjson.dumps(orjson.loads(JOB.read_bytes()))
     print(f"# {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {len(body)} B job", flush=True)
     *compared, base = args.values
+    if args.setting == "archive":
+        print(f"# archive record of this job: {record_bytes(body):,} B (zstd)", flush=True)
     ratios: dict[str, list[float]] = {value: [] for value in compared}
+    drains: dict[str, list[float]] = {value: [] for value in compared}
     with tempfile.TemporaryDirectory(prefix="bench-pair-") as tmp:
         logs = Path(tmp)
         for round_ in range(args.rounds):
@@ -254,6 +270,8 @@ async def compare(args: argparse.Namespace) -> None:
             figures = await side_by_side(body, args, logs)
             for value in compared:
                 ratios[value].append(figures[value][1] / figures[base][1])
+                # Competing consumers of one queue: each takes jobs as fast as it drains.
+                drains[value].append(figures[value][0] / max(figures[base][0], 1))
             print(
                 f"  drain {round_ + 1}: "
                 + ", ".join(
@@ -261,7 +279,10 @@ async def compare(args: argparse.Namespace) -> None:
                     for value, (jobs, ms) in figures.items()
                 )
                 + "; "
-                + ", ".join(f"{value}/{base} {ratios[value][-1]:.3f}" for value in compared),
+                + ", ".join(
+                    f"{value}/{base} CPU {ratios[value][-1]:.3f} drain {drains[value][-1]:.3f}"
+                    for value in compared
+                ),
                 flush=True,
             )
         calls: dict[str, list[float]] = {value: [] for value in args.values}
@@ -281,6 +302,10 @@ async def compare(args: argparse.Namespace) -> None:
             f"\nCPU per job, {value} / {base}, side by side: median {statistics.median(each):.3f}"
             f" (each drain: {', '.join(f'{r:.3f}' for r in each)})"
         )
+        print(
+            f"jobs drained, {value} / {base}, side by side: median"
+            f" {statistics.median(drains[value]):.3f}"
+        )
     for value, latencies in calls.items():
         if not latencies:  # --call-rounds 0
             continue
@@ -289,6 +314,20 @@ async def compare(args: argparse.Namespace) -> None:
             f" {percentile(latencies, 0.5) * 1000:.2f}, p90 {percentile(latencies, 0.9) * 1000:.2f},"
             f" p99 {percentile(latencies, 0.99) * 1000:.2f} ms"
         )
+
+
+def record_bytes(body: bytes) -> int:
+    """The archive record of `body` as the worker publishes it: rendered with the
+    bench's configuration, built and compressed by the worker's own code."""
+    from worker.archive.record import RecordCompressor, RecordFacts, record_json, session_id_of
+    from worker.render.config import load_config
+    from worker.render.renderer import Renderer
+
+    outcome = Renderer(load_config(CONFIG)).render(body)
+    facts = RecordFacts(
+        outcome.job, outcome.tools_json, outcome.kind, outcome.family, session_id_of(outcome.job)
+    )
+    return len(RecordCompressor().compress(record_json(facts, outcome.body, time.time(), "x")))
 
 
 def parse_args() -> argparse.Namespace:

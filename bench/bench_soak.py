@@ -133,6 +133,7 @@ def worker(topo: topology.Topology, args: argparse.Namespace, port: int) -> Iter
         "PROMPT_WORKER_HTTP_HOST": "127.0.0.1",
         "PROMPT_WORKER_LOG_LEVEL": "info",
         "PROMPT_WORKER_LOG_FORMAT": "json",
+        "PROMPT_WORKER_ARCHIVE_STREAM": "",  # not what is measured (docs/ARCHIVE.md)
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "worker", "serve"],

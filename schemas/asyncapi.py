@@ -1,7 +1,7 @@
 """The AsyncAPI 3.0 document of the worker's RabbitMQ interface (`schemas/asyncapi.yaml`).
 
 Generated, never edited by hand: message payloads come from the wire-contract models
-(`Job`, `OkReply`, `ErrorReply`) and queue names and arguments from the `Queues` the caller
+(`Job`, `OkReply`, `ErrorReply`, the archive's `OkRecord` and `ErrorRecord`) and queue names and arguments from the `Queues` the caller
 passes, which `prompt-worker asyncapi` takes from `worker.transport.link.topology`, the same
 objects the worker declares. `prompt-worker asyncapi --write` regenerates the file; a
 test fails while the committed copy is stale.
@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic.json_schema import models_json_schema
 
+from schemas.archive import ErrorRecord, OkRecord
 from schemas.job import Job
 from schemas.reply import ErrorReply, OkReply
 
@@ -46,6 +47,8 @@ class Queues:
     dead_letters: Queue
     # The fanout exchange the request queue dead-letters through, bound to `dead_letters`.
     dead_letter_exchange: str
+    # The archive stream every answered job is recorded on (SPEC §12).
+    archive: Queue
 
 
 def _ref(path: str) -> dict[str, str]:
@@ -74,7 +77,13 @@ def _queue_binding(queue: Queue) -> dict[str, Any]:
 def _payload_schemas() -> dict[str, Any]:
     """JSON Schemas of the payloads, every nested model under components.schemas."""
     _, definitions = models_json_schema(
-        [(Job, "validation"), (OkReply, "validation"), (ErrorReply, "validation")],
+        [
+            (Job, "validation"),
+            (OkReply, "validation"),
+            (ErrorReply, "validation"),
+            (OkRecord, "validation"),
+            (ErrorRecord, "validation"),
+        ],
         ref_template=_COMPONENT_SCHEMAS,
     )
     schemas: dict[str, Any] = definitions["$defs"]
@@ -95,7 +104,44 @@ def _messages() -> dict[str, Any]:
         "location": _CORRELATION_ID,
     }
     amqp = {"amqp": {"bindingVersion": AMQP_BINDING_VERSION}}
+    record_headers = {
+        "type": "object",
+        "description": "AMQP headers a reader can filter on without decompressing; one "
+        "whose value is absent is left out (the broker adds x-stream-offset).",
+        "properties": {
+            "record": {"type": "integer", "const": 1, "description": "The record's version."},
+            "kind": {"type": "string", "description": "The job's kind, when it was read."},
+            "family": {"type": "string", "description": "The prompt family (ok records)."},
+            "session_id": {"type": "string", "description": "The job's session.session_id."},
+            "status": {"type": "string", "enum": ["ok", "error"]},
+        },
+        "required": ["record", "status"],
+    }
+    record_description = (
+        "The body is zstd-compressed (AMQP content_encoding zstd) UTF-8 JSON. Properties: "
+        "content_type application/json, timestamp the answer time (seconds), message_id "
+        "the job's id (random when it has none), delivery_mode 2, type "
+        "build-prompt.archive-record, app_id prompt-worker."
+    )
     return {
+        "okRecord": {
+            "name": "okRecord",
+            "title": "Archive record of an ok reply",
+            "description": record_description,
+            "contentType": "application/json",
+            "headers": record_headers,
+            "payload": _ref(_COMPONENT_SCHEMAS.format(model="OkRecord")),
+            "bindings": amqp,
+        },
+        "errorRecord": {
+            "name": "errorRecord",
+            "title": "Archive record of an error reply",
+            "description": record_description,
+            "contentType": "application/json",
+            "headers": record_headers,
+            "payload": _ref(_COMPONENT_SCHEMAS.format(model="ErrorRecord")),
+            "bindings": amqp,
+        },
         "job": {
             "name": "job",
             "title": "Build-prompt job",
@@ -230,6 +276,22 @@ def asyncapi_document(queues: Queues) -> dict[str, Any]:
                 "messages": {"deadLetter": _ref("#/components/messages/deadLetter")},
                 "bindings": _queue_binding(queues.dead_letters),
             },
+            "archive": {
+                "address": queues.archive.name,
+                "title": "Archive stream",
+                "description": (
+                    "A RabbitMQ stream holding one record of every answered job, ok or "
+                    "error, for rerender --from-archive and report (docs/ARCHIVE.md). "
+                    "Read it from an offset or a time (x-stream-offset); records may be "
+                    "duplicated (a job answered twice) and a few lost (counted by the "
+                    "worker, never at the cost of a job)."
+                ),
+                "messages": {
+                    "okRecord": _ref("#/components/messages/okRecord"),
+                    "errorRecord": _ref("#/components/messages/errorRecord"),
+                },
+                "bindings": _queue_binding(queues.archive),
+            },
         },
         "operations": {
             "renderJob": {
@@ -259,6 +321,25 @@ def asyncapi_document(queues: Queues) -> dict[str, Any]:
                 "messages": [
                     _ref("#/channels/replies/messages/okReply"),
                     _ref("#/channels/replies/messages/errorReply"),
+                ],
+                "bindings": {
+                    "amqp": {
+                        "deliveryMode": 2,
+                        "mandatory": True,
+                        "bindingVersion": AMQP_BINDING_VERSION,
+                    }
+                },
+            },
+            "recordAnswer": {
+                "action": "send",
+                "channel": _ref("#/channels/archive"),
+                "title": "Record an answered job",
+                "summary": "After a job's reply is confirmed and before the job is "
+                "acknowledged, its record is published (publisher confirms) and its confirm "
+                "awaited for at most the archive's confirm timeout.",
+                "messages": [
+                    _ref("#/channels/archive/messages/okRecord"),
+                    _ref("#/channels/archive/messages/errorRecord"),
                 ],
                 "bindings": {
                     "amqp": {

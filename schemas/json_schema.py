@@ -5,10 +5,15 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from schemas.archive import ArchiveRecord
 from schemas.job import Job
 from schemas.reply import Reply
 
-SCHEMA_FILES = {"job": "job.schema.json", "reply": "reply.schema.json"}
+SCHEMA_FILES = {
+    "job": "job.schema.json",
+    "reply": "reply.schema.json",
+    "archive-record": "archive-record.schema.json",
+}
 _BASE_ID = "https://schemas.build-prompt-worker.dev/v1/"
 
 
@@ -19,6 +24,9 @@ def schema_document(which: str) -> dict[str, Any]:
     elif which == "reply":
         schema = TypeAdapter(Reply).json_schema()
         title = "Build-prompt reply"
+    elif which == "archive-record":
+        schema = TypeAdapter(ArchiveRecord).json_schema()
+        title = "Build-prompt archive record (decompressed)"
     else:
         raise ValueError(f"unknown schema {which!r}")
     return {

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("worker.commands",),
     ("worker.rerender",),
     ("worker.transport",),
+    ("worker.archive",),
     ("worker.render",),
     ("worker.families", "worker.masking"),
     ("worker.ops",),

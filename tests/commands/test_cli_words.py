@@ -38,7 +38,7 @@ def test_an_unknown_schema_is_named_with_the_choices() -> None:
     result = prompt_worker("schema", "foo")
     assert result.returncode == 2
     assert result.stderr.decode().splitlines()[-1] == (
-        "prompt-worker schema: error: unknown schema 'foo': choose job or reply"
+        "prompt-worker schema: error: unknown schema 'foo': choose archive-record, job, reply"
     )
     assert result.stdout == b""
 

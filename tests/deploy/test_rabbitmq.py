@@ -25,6 +25,7 @@ from aiormq.exceptions import ChannelPreconditionFailed
 from tests.aio_pika_topology import declare_topology
 from tests.integration.helpers import (
     AMQP_URL,
+    archive_stream,
     needs_broker,
     unique_topology,
     wait_for,
@@ -64,7 +65,8 @@ def test_definitions_are_in_rabbitmq_import_format() -> None:
     for queue in definitions["queues"]:
         assert queue.keys() == {"name", "vhost", "durable", "auto_delete", "arguments"}
         assert queue["durable"] is True  # quorum queues must be durable
-        assert queue["arguments"]["x-queue-type"] == "quorum"
+        # Quorum queues, and the archive's stream (SPEC §12).
+        assert queue["arguments"]["x-queue-type"] in ("quorum", "stream")
     for binding in definitions["bindings"]:
         assert binding["destination_type"] in {"queue", "exchange"}
     # Policies would change behaviour behind the worker's declared arguments.
@@ -120,6 +122,7 @@ def name_map(names: topology.Topology) -> dict[str, str]:
         defaults.request_queue: names.request_queue,
         defaults.reply_queue: names.reply_queue,
         defaults.dead_letter: names.dead_letter,
+        topology.default_archive().stream: archive_stream(names),
     }
 
 
@@ -226,7 +229,8 @@ async def test_rabbitmq_imports_the_file_and_the_worker_accepts_it() -> None:
         granted = rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*")
         assert granted.returncode == 0, granted.stderr
         # The same names, in the scratch vhost instead of "/".
-        defaults = topology.Topology().queue_names()
+        archive = topology.default_archive()
+        defaults = (*topology.Topology().queue_names(), archive.stream)
         definitions = renamed(load(), {name: name for name in defaults}, vhost)
         # Debian's rabbitmqctl reads the file as the rabbitmq user: pytest's private
         # tmp_path is out of its reach, a world-readable file in the temp dir is not.
@@ -255,8 +259,13 @@ async def test_rabbitmq_imports_the_file_and_the_worker_accepts_it() -> None:
 
             await wait_for(queues_exist, 60, "the imported queues", interval=0.5)
             await declare_topology(await connection.channel(), topology.Topology())
+            # The worker's declaration of the stream (worker.archive.recorder) too.
+            await (await connection.channel()).declare_queue(
+                archive.stream, durable=True, arguments=archive.arguments()
+            )
         listed = rabbitmqctl("list_queues", "-p", vhost, "name", "type", "--no-table-headers")
         types = dict(line.split("\t") for line in listed.stdout.splitlines() if "\t" in line)
-        assert types == {name: "quorum" for name in topology.Topology().queue_names()}
+        quorum = {name: "quorum" for name in topology.Topology().queue_names()}
+        assert types == {**quorum, archive.stream: "stream"}
     finally:
         rabbitmqctl("delete_vhost", vhost)

@@ -157,6 +157,7 @@ async def test_serve_and_replay_dead_run_with_the_worker_user_and_nothing_more(
             "PROMPT_WORKER_REQUEST_QUEUE": defaults.request_queue,
             "PROMPT_WORKER_REPLY_QUEUE": defaults.reply_queue,
             "PROMPT_WORKER_DEAD_LETTER_QUEUE": defaults.dead_letter,
+            "PROMPT_WORKER_ARCHIVE_STREAM": topology.default_archive().stream,
         },
     )
     await worker.wait_ready()
@@ -187,6 +188,8 @@ async def test_serve_and_replay_dead_run_with_the_worker_user_and_nothing_more(
 
     await wait_for(answered_twice, 60, "the replayed job to be handled again")
     assert "ACCESS_REFUSED" not in worker.logs()
+    # Its permissions let it declare and write the archive stream: each answer recorded.
+    await worker.metrics_showing('prompt_worker_archive_records_total{outcome="written"} 3.0')
 
     # Everything else is refused: declaring another queue, reading one it did not make.
     connection = await aio_pika.connect(node.url)

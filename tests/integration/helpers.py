@@ -75,7 +75,14 @@ def serve_env(
         "PROMPT_WORKER_HTTP_PORT": str(http_port),
         "PROMPT_WORKER_HTTP_HOST": "127.0.0.1",
         "PROMPT_WORKER_LOG_FORMAT": "json",
+        # Each test's own archive stream, never the shared broker's default one.
+        "PROMPT_WORKER_ARCHIVE_STREAM": archive_stream(topology),
     }
+
+
+def archive_stream(topology: Topology) -> str:
+    """The archive stream of a test's topology (deleted with it)."""
+    return f"{topology.request_queue}.archive"
 
 
 _handed_out: set[int] = set()
@@ -117,7 +124,7 @@ def free_port() -> int:
 async def delete_topology(topology: Topology, amqp_url: str = AMQP_URL) -> None:
     connection = await aio_pika.connect(amqp_url)
     async with connection:
-        for name in topology.queue_names():
+        for name in (*topology.queue_names(), archive_stream(topology)):
             channel = await connection.channel()
             with contextlib.suppress(Exception):
                 await channel.queue_delete(name)

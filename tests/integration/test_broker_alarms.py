@@ -26,6 +26,7 @@ from tests.integration.helpers import (
     StartWorker,
     WorkerProcess,
     a_job,
+    archive_stream,
     drain,
     metric_value,
     queue_depth,
@@ -133,6 +134,14 @@ async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
                 "accepting": True,
                 "unblocked": False,
                 "replies_accepted": True,
+                # No record was due: the blocked reply comes first.
+                "archive": {
+                    "stream": archive_stream(topo),
+                    "connected": True,
+                    "recording": True,
+                    "last_problem": None,
+                    "lost": {},
+                },
             }
             # aiormq tells that the connection is blocked (`ready()` waits), not why.
             [blocked] = named(worker, "broker_blocked")

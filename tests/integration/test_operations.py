@@ -23,6 +23,7 @@ from tests.integration.helpers import (
     StartWorker,
     a_job,
     alive,
+    archive_stream,
     children,
     drain,
     held_while_stopped,
@@ -91,7 +92,7 @@ async def test_a_supervisor_whose_workers_hit_a_conflict_exits_2(
 
 
 async def test_probes_and_every_metric_family_are_exposed(
-    start_worker: StartWorker, client: PromptClient
+    start_worker: StartWorker, client: PromptClient, topo: Topology
 ) -> None:
     worker = start_worker()
     await worker.wait_ready()
@@ -105,6 +106,14 @@ async def test_probes_and_every_metric_family_are_exposed(
         "accepting": True,
         "unblocked": True,
         "replies_accepted": True,
+        # A note that never makes the worker unready (docs/ARCHIVE.md).
+        "archive": {
+            "stream": archive_stream(topo),
+            "connected": True,
+            "recording": True,
+            "last_problem": None,
+            "lost": {},
+        },
     }
     masked_job = a_job("masked", alert_data="password: hunter2-not-a-real-one\n")
     assert (await client.build(masked_job, timeout=60))["status"] == "ok"
@@ -199,6 +208,7 @@ def in_process_settings(topo: Topology) -> Settings:
         reply_queue=topo.reply_queue,
         dead_letter_queue=topo.dead_letter,
         http_port=0,
+        archive_stream=archive_stream(topo),
     )
 
 

@@ -27,6 +27,7 @@ from tests.integration.helpers import (
     StartWorker,
     WorkerProcess,
     a_job,
+    archive_stream,
     drain,
     metric_value,
     own_vhost,
@@ -111,6 +112,13 @@ async def test_a_reply_the_broker_refuses_is_held_until_the_queue_has_room(
         "accepting": True,
         "unblocked": True,
         "replies_accepted": False,
+        "archive": {
+            "stream": archive_stream(topo),
+            "connected": True,
+            "recording": True,
+            "last_problem": None,
+            "lost": {},
+        },
     }
     exposition = (await worker.http_get("/metrics"))[1]
     assert metric_value(exposition, "prompt_worker_replies_held") == 1

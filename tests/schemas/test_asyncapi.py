@@ -104,6 +104,7 @@ def test_queue_bindings_match_the_topology_the_worker_declares(doc: dict[str, An
         names.request_queue: names.request_arguments(),
         names.reply_queue: topology.reply_queue_arguments(),
         names.dead_letter_queue: topology.dead_letter_queue_arguments(),
+        topology.default_archive().stream: topology.default_archive().arguments(),
     }
     seen = {}
     for channel in doc["channels"].values():
@@ -117,7 +118,9 @@ def test_queue_bindings_match_the_topology_the_worker_declares(doc: dict[str, An
         assert queue["autoDelete"] is False
         seen[queue["name"]] = amqp["x-queue-arguments"]
     assert seen == expected
-    assert all(arguments["x-queue-type"] == "quorum" for arguments in seen.values())
+    types = {name: arguments["x-queue-type"] for name, arguments in seen.items()}
+    # Quorum queues, and the archive's stream (SPEC §12).
+    assert types == {**dict.fromkeys(expected, "quorum"), "build-prompt.archive": "stream"}
 
 
 def test_names_can_be_overridden() -> None:

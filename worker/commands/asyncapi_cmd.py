@@ -72,11 +72,13 @@ def document_queues(names: "Topology | None" = None) -> "Queues":
     from worker.transport.link import topology
 
     names = names or topology.Topology()
+    archive = topology.default_archive()
     return Queues(
         requests=Queue(names.request_queue, names.request_arguments()),
         replies=Queue(names.reply_queue, topology.reply_queue_arguments()),
         dead_letters=Queue(names.dead_letter_queue, topology.dead_letter_queue_arguments()),
         dead_letter_exchange=names.dead_letter_exchange,
+        archive=Queue(archive.stream, archive.arguments()),
     )
 
 

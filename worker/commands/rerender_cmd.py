@@ -6,6 +6,8 @@ reply, without meta.render_ms, plus "drift": same | changed | error for lines wi
 prior messages. A bad line gets an error record ("bad_line": true) and a blank line an
 empty line, so the two files stay aligned.
 
+--from-archive AMQP_URL --since WHEN takes the records serve wrote to the archive
+stream in that window as the input (spooled to OUTPUT.archive.jsonl first).
 Engines: --local (default) renders here on all cores; --broker publishes to the
 worker fleet. Ctrl-C leaves a valid partial output; --resume continues it.
 Exit 0 when every job rendered (drift included, unless --fail-on-drift), 1 when any
@@ -16,8 +18,14 @@ See docs/RERENDER.md.
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from worker.commands.archive_args import (
+    ArchiveArgumentError,
+    add_archive_arguments,
+    archive_source,
+    read_window,
+)
 from worker.commands.budget_args import (
     BudgetArgumentError,
     add_budget_arguments,
@@ -68,7 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from worker.rerender.run import DEFAULT_DIFF_LIMIT
     from worker.transport.setting_flags import add_arguments as add_setting_arguments
 
-    parser.add_argument("input", metavar="INPUT.jsonl", help="jobs, one a line; - for stdin")
+    parser.add_argument(
+        "input",
+        metavar="INPUT.jsonl",
+        nargs="?",
+        help="jobs, one a line; - for stdin (or --from-archive)",
+    )
     parser.add_argument(
         "--out", required=True, metavar="OUTPUT.jsonl", help="one record per input line"
     )
@@ -156,6 +169,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 1 when any job changed or failed to render (for CI)",
     )
+    add_archive_arguments(
+        parser, "re-render what serve recorded in the archive stream (docs/RERENDER.md)"
+    )
     parser.add_argument(
         "--resume",
         action="store_true",
@@ -239,15 +255,28 @@ def _default_budget(args: argparse.Namespace, *, check_tokenizer: bool) -> "Budg
 
 def run(args: argparse.Namespace) -> int:
     from worker.heap import keep_freed_memory
-    from worker.rerender.run import EXIT_USAGE, Options, RerenderError
+    from worker.rerender.run import EXIT_INTERRUPTED, EXIT_USAGE, Options, RerenderError
     from worker.rerender.run import run as run_rerender
     from worker.rerender.sink import Engine
 
     # Records are built and freed a chunk at a time, in every engine: see worker/heap.py.
     keep_freed_memory()
 
+    try:
+        input_path, archive = _input(args)
+    except ArchiveArgumentError as exc:
+        print(f"prompt-worker rerender: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(
+            "prompt-worker rerender: interrupted while reading the archive;"
+            " re-run with --resume to continue",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     options = Options(
-        input=args.input,
+        input=input_path,
+        archive=archive,
         output=args.out,
         report=args.report,
         html=args.html,
@@ -283,3 +312,20 @@ def run(args: argparse.Namespace) -> int:
     except RerenderError as exc:
         print(f"prompt-worker rerender: {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _input(args: argparse.Namespace) -> tuple[str, "dict[str, Any] | None"]:
+    """INPUT, or the spool of the archive's records (`--from-archive`) and its read."""
+    if args.from_archive is None:
+        if args.input is None:
+            raise ArchiveArgumentError("give INPUT.jsonl, or --from-archive AMQP_URL --since")
+        return args.input, None
+    if args.input is not None:
+        raise ArchiveArgumentError("give INPUT.jsonl or --from-archive, not both")
+    from worker.rerender.archive_input import spool_path
+
+    source = archive_source(args, dict(os.environ))
+    state = read_window(
+        source, args.out, resume=args.resume, progress=args.progress, log_interval=args.log_interval
+    )
+    return str(spool_path(args.out)), state

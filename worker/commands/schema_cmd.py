@@ -12,10 +12,14 @@ from pathlib import Path
 from worker.commands.common import complain, write_text_or_exit
 from worker.commands.shipped import shipped_text
 
-HELP = "print the JSON Schema of the job or the reply"
+HELP = "print the JSON Schema of the job, the reply or the archive record"
 # The same names as schemas.json_schema.SCHEMA_FILES (a test checks): importing that
 # module would import the models, which printing a shipped file does not need.
-SCHEMA_FILES = {"job": "job.schema.json", "reply": "reply.schema.json"}
+SCHEMA_FILES = {
+    "job": "job.schema.json",
+    "reply": "reply.schema.json",
+    "archive-record": "archive-record.schema.json",
+}
 
 
 class _SchemaName(argparse.Action):
@@ -30,7 +34,7 @@ class _SchemaName(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         if values not in SCHEMA_FILES:
-            parser.error(f"unknown schema {values!r}: choose {' or '.join(sorted(SCHEMA_FILES))}")
+            parser.error(f"unknown schema {values!r}: choose {', '.join(sorted(SCHEMA_FILES))}")
         setattr(namespace, self.dest, values)
 
 

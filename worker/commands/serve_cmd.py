@@ -112,7 +112,9 @@ async def serve(
 
     http: HealthServer | None = None
     if settings.http_port:
-        http = HealthServer(settings.http_host, settings.http_port, metrics, worker.readiness)
+        http = HealthServer(
+            settings.http_host, settings.http_port, metrics, worker.readiness, worker.notes
+        )
         try:
             await http.start()
         except OSError as exc:
@@ -126,6 +128,7 @@ async def serve(
         version=__version__,
         http_port=settings.http_port or None,
         request_queue=settings.request_queue,
+        archive_stream=settings.archive_stream or None,
         event_loop=running_loop_name(),
         tracing=tracing is not None,
         # Which scan runs masking: "libhs" is fastest, "python" means slow jobs.

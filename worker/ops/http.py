@@ -2,7 +2,8 @@
 
 * `/healthz` answers 200 while the event loop runs (a stalled loop cannot answer).
 * `/readyz` answers 200 while the worker is connected and consuming, 503 otherwise
-  (starting, broker unreachable, reconnecting, draining for shutdown).
+  (starting, broker unreachable, reconnecting, draining for shutdown); it also carries
+  notes that never make the worker unready (the archive's state, docs/ARCHIVE.md).
 * `/metrics` is the Prometheus exposition of the worker's own registry.
 
 Nothing else is served: any other path is 404, another method on these three is 405,
@@ -11,6 +12,7 @@ and the `Server` header names the worker without versions. It binds to one addre
 """
 
 from collections.abc import Callable
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -30,12 +32,15 @@ class HealthServer:
         port: int,
         metrics: Metrics,
         readiness: Callable[[], dict[str, bool]],
+        notes: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
-        """`readiness()` returns named conditions; ready means all of them hold."""
+        """`readiness()` returns named conditions; ready means all of them hold.
+        `notes()` adds facts to /readyz that do not count towards it."""
         self.host = host
         self.port = port
         self.metrics = metrics
         self.readiness = readiness
+        self.notes = notes
         self._runner: web.AppRunner | None = None
 
     def app(self) -> web.Application:
@@ -68,8 +73,9 @@ class HealthServer:
     async def _readyz(self, _: web.Request) -> web.Response:
         conditions = self.readiness()
         ready = all(conditions.values())
+        notes = self.notes() if self.notes is not None else {}
         return web.json_response(
-            {"ready": ready, **conditions}, status=200 if ready else 503, dumps=_dumps
+            {"ready": ready, **conditions, **notes}, status=200 if ready else 503, dumps=_dumps
         )
 
     async def _metrics(self, request: web.Request) -> web.Response:

@@ -35,6 +35,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "prompt_worker_reply_refusals_total",
     "prompt_worker_replies_held",
     "prompt_worker_trace_spans_dropped_total",
+    "prompt_worker_archive_records_total",
     "prompt_worker_build_info",
 )
 
@@ -237,6 +238,14 @@ class Metrics:
             "Trace spans dropped because the trace receiver was down or slow: the export "
             "queue was full, or an export failed after the exporter's retries (0 with "
             "tracing off).",
+            registry=r,
+        )
+        self.archive_records = Counter(
+            "prompt_worker_archive_records",
+            "Archive records of answered jobs by outcome: written (confirmed by the "
+            "stream), or lost: timeout, refused, unroutable, closed, failed "
+            '(docs/ARCHIVE.md, "Outcomes").',
+            ("outcome",),
             registry=r,
         )
         self.build_info = Gauge(

@@ -77,12 +77,13 @@ def _exact_integers(body: bytes | str, data: Any) -> Any:
     return data
 
 
-def _load_without_catalogue(body: bytes) -> tuple[Any, list[Tool]] | None:
+def _load_without_catalogue(body: bytes) -> tuple[Any, list[Tool], bytes] | None:
     """The parsed body without its tool list, when the list is a known catalogue
     spelt as before and is the body's last member: the catalogue's bytes are cut out
     before parsing, the largest saving of the decode (docs/PERFORMANCE.md, "The
     builder"). None when the body ends with no known spelling as the job's own `tools`,
-    or is not JSON (the caller parses it whole, for its own error message)."""
+    or is not JSON (the caller parses it whole, for its own error message). The third
+    member is the catalogue's JSON as the body spells it (the archive keeps it so)."""
     hit = CATALOGUES.locate(body)
     if hit is None:
         return None
@@ -100,18 +101,24 @@ def _load_without_catalogue(body: bytes) -> tuple[Any, list[Tool]] | None:
         return None
     data = _exact_integers(spliced, data)
     del data["tools"]
-    return data, tools
+    return data, tools, body[start:end]
 
 
 def load_body(body: bytes | str) -> tuple[Any, list[Tool] | None]:
     """The parsed body, and the validated tool list when the body spells a known
     catalogue (then the list is not in the returned data). Raises ValueError for a
     body that is not JSON."""
+    data, tools, _ = load_body_spelt(body)
+    return data, tools
+
+
+def load_body_spelt(body: bytes | str) -> tuple[Any, list[Tool] | None, bytes | None]:
+    """`load_body`, and the cut-out catalogue's JSON as the body spells it."""
     if isinstance(body, bytes):
         known = _load_without_catalogue(body)
         if known is not None:
             return known
-    return _exact_integers(body, load_json(body)), None
+    return _exact_integers(body, load_json(body)), None, None
 
 
 def validate_job(data: Any, tools: list[Tool] | None = None, body: bytes | str = b"") -> Job:

@@ -23,7 +23,7 @@ from worker.masking.masker import Masker
 from worker.render.cache import cache_meta, estimate_cache_meta, first_difference
 from worker.render.catalogue import CATALOGUES
 from worker.render.config import WorkerConfig
-from worker.render.decode import load_body, validate_job
+from worker.render.decode import load_body_spelt, validate_job
 from worker.render.members import unknown_member_warnings
 from worker.render.replies import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -61,6 +61,16 @@ class ParsedJob:
     warnings: list[str]
     # decode, mask and validate, timed for the trace (render.Phase)
     phases: list[Phase]
+    # The parsed job after masking and its cut-out catalogue's JSON (RenderOutcome.job).
+    data: Any = None
+    tools_json: bytes | None = None
+
+
+def _with_job(outcome: RenderOutcome, data: Any, tools_json: bytes | None) -> RenderOutcome:
+    """`outcome` holding its masked job, for the archive (a reference: no copy)."""
+    outcome.job = data
+    outcome.tools_json = tools_json
+    return outcome
 
 
 class Renderer:
@@ -104,7 +114,7 @@ class Renderer:
         # "The builder").
         started = time.perf_counter()
         try:
-            data, tools = load_body(body)
+            data, tools, tools_json = load_body_spelt(body)
         except ValueError as exc:
             return error_reply(
                 ErrorCode.INVALID_JSON, f"body is not valid JSON: {exc}", request_bytes=size
@@ -127,14 +137,18 @@ class Renderer:
             job = validate_job(data, tools, body)
         except ValidationError as exc:
             if type(data) is list:
-                return invalid_job([ARRAY_OF_JOBS], None, None, size)
-            job_id, kind = peek_identity(data)
-            return invalid_job(validation_details(exc), job_id, kind, size)
+                invalid = invalid_job([ARRAY_OF_JOBS], None, None, size)
+            else:
+                job_id, kind = peek_identity(data)
+                invalid = invalid_job(validation_details(exc), job_id, kind, size)
+            return _with_job(invalid, data, tools_json)
         problems = kind_rule_violations(job)
         if problems:
-            return invalid_job(problems, job.job_id, job.kind.value, size)
+            invalid = invalid_job(problems, job.job_id, job.kind.value, size)
+            return _with_job(invalid, data, tools_json)
         phases.append(("validate", decoded, time.perf_counter()))
-        return ParsedJob(job, masked, masking_seconds, unknown_member_warnings(data), phases)
+        warnings = unknown_member_warnings(data)
+        return ParsedJob(job, masked, masking_seconds, warnings, phases, data, tools_json)
 
     def render(self, body: bytes | str) -> RenderOutcome:
         """Render one job body into a reply body. Never raises."""
@@ -154,7 +168,7 @@ class Renderer:
         )
         outcome.request_bytes = len(body)
         outcome.phases = parsed.phases + outcome.phases
-        return outcome
+        return _with_job(outcome, parsed.data, parsed.tools_json)
 
     def render_job(
         self,

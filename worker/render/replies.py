@@ -46,6 +46,11 @@ class RenderOutcome:
     family: str | None = None
     template_version: str | None = None
     phases: list[Phase] = field(default_factory=list)
+    # For the archive (SPEC §12): the parsed job after masking (None when the body was
+    # not JSON, too large to read, or could not be masked to the end), and the JSON of a
+    # tool catalogue the decoder cut out of it, as spelt (then `job` holds no `tools`).
+    job: Any = None
+    tools_json: bytes | None = None
 
     @property
     def ok(self) -> bool:

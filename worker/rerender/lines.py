@@ -204,7 +204,9 @@ def parse_line(raw: bytes, default_budget: dict[str, Any] | None = None) -> Line
         return _bad(ErrorCode.INVALID_JSON, f"not valid JSON: {json_error_words(exc)}")
     if not isinstance(data, dict):
         return _bad(ErrorCode.INVALID_JOB, f"not a JSON object (a {type(data).__name__})")
-    if "job" in data and "kind" not in data:
+    # A wrapper: `job` beside the prior messages. An archive record (SPEC §12, with its
+    # `record` version) is one although it carries the reply's `kind` too.
+    if "job" in data and ("kind" not in data or "record" in data):
         job = data["job"]
         if not isinstance(job, dict):
             return _bad(ErrorCode.INVALID_JOB, '"job" is not a JSON object')

@@ -48,8 +48,9 @@ from worker.rerender.records import ChunkBuilder, ChunkResult, Tally
 from worker.rerender.sink import EngineError, Input, Sink
 
 IN_FLIGHT_PER_WORKER = 2
-# How a wrapped line (`{"job": ..., "messages": ...}`) usually starts.
-_WRAPPED = b'{"job"'
+# How a wrapped line (`{"job": ..., "messages": ...}`, or an archive record, SPEC §12,
+# as serve writes it) usually starts.
+_WRAPPED = (b'{"job"', b'{"record"')
 _POLL_SECONDS = 0.2
 
 

@@ -52,11 +52,13 @@ class _Clock:
 
 
 class BarProgress:
-    def __init__(self, total_bytes: int | None, start_offset: int, stream: TextIO) -> None:
+    def __init__(
+        self, total_bytes: int | None, start_offset: int, stream: TextIO, label: str = "rerender"
+    ) -> None:
         self._clock = _Clock(total_bytes, start_offset)
         self._console = Console(file=stream)
         self._bar = RichProgress(
-            TextColumn("[bold]rerender"),
+            TextColumn(f"[bold]{label}"),
             BarColumn(),
             TaskProgressColumn(),
             TextColumn("{task.fields[jobs]:,} jobs"),
@@ -174,12 +176,14 @@ def make_progress(
     start_offset: int,
     interval: float,
     stream: TextIO | None = None,
+    label: str = "rerender",
 ) -> Progress:
+    """`label` names the bar: what is being counted (the archive's read, the render)."""
     stream = stream if stream is not None else sys.stderr
     if mode == "auto":
         mode = "bar" if stream.isatty() else "log"
     if mode == "bar":
-        return BarProgress(total_bytes, start_offset, stream)
+        return BarProgress(total_bytes, start_offset, stream, label)
     if mode == "log":
         return LogProgress(total_bytes, start_offset, stream, interval)
     return NoProgress(stream)

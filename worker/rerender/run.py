@@ -10,7 +10,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import orjson
 
@@ -53,6 +53,9 @@ class Options:
     progress: str = "auto"
     log_interval: float = 10.0
     block_bytes: int = BLOCK_BYTES
+    # Where the input came from when not a file of the operator's: the report's
+    # `archive` section (rerender --from-archive).
+    archive: dict[str, Any] | None = None
 
 
 class OutputSink:
@@ -223,6 +226,7 @@ def run(
         diff_dir=str(diff_dir),
         diffs_written=diffs.written,
         diff_limit=options.diff_limit,
+        archive=options.archive,
     )
     print_summary(report, out)
     if options.report:

@@ -44,13 +44,16 @@ def totals(tally: Tally) -> dict[str, Any]:
         # The share of the ok replies' prompt tokens before their last cache breakpoint
         # (meta.cache): what a provider's prompt cache can reuse on each session's next
         # render. By each reply's own tokenizer: the budget's, else the estimate.
-        "cacheable": {
-            "stable_tokens": tally.stable_tokens,
-            "prompt_tokens": tally.prompt_tokens,
-            "share": round(tally.stable_tokens / tally.prompt_tokens, 3)
-            if tally.prompt_tokens
-            else None,
-        },
+        "cacheable": cacheable(tally.stable_tokens, tally.prompt_tokens),
+    }
+
+
+def cacheable(stable_tokens: int, prompt_tokens: int) -> dict[str, Any]:
+    """The cacheable share of prompts: tokens before the last breakpoint of all."""
+    return {
+        "stable_tokens": stable_tokens,
+        "prompt_tokens": prompt_tokens,
+        "share": round(stable_tokens / prompt_tokens, 3) if prompt_tokens else None,
     }
 
 
@@ -68,6 +71,7 @@ def build_report(
     diff_dir: str,
     diffs_written: int,
     diff_limit: int | None,
+    archive: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Totals over the whole output file (resumed part included); rates for this run."""
     run_jobs = run_tally.records
@@ -99,6 +103,7 @@ def build_report(
             "limit": diff_limit,
         },
         "bad_lines": [{"line": line, "reason": reason} for line, reason in tally.bad_samples],
+        **({"archive": archive} if archive is not None else {}),
     }
 
 
@@ -143,7 +148,30 @@ def print_summary(report: dict[str, Any], stream: TextIO) -> None:
         lines.append(f"  diffs: {diffs['written']:,} written to {diffs['dir']}")
     elif drift[CHANGED]:
         lines.append("  diffs: none written (--diff-limit 0)")
+    if "archive" in report:
+        lines.extend(_archive_summary(report["archive"]))
     for sample in report["bad_lines"][:5]:
         lines.append(f"  bad input line {sample['line']}: {sample['reason']}")
     stream.write("\n".join(lines) + "\n")
     stream.flush()
+
+
+def _archive_summary(archive: dict[str, Any]) -> list[str]:
+    """The read of `rerender --from-archive`: records, unreadable ones, duplicates."""
+    lines = [
+        f"  archive {archive['stream']} at {archive['broker']}: {archive['records']:,} records"
+        f" to offset {archive['end_offset']}, {archive['bad']:,} unreadable"
+        + (f", {archive['no_job']:,} without a job" if archive["no_job"] else "")
+    ]
+    duplicates = archive["duplicates"]
+    if duplicates:
+        lines.append(
+            f"  duplicate records: {len(duplicates):,} (a job recorded again, e.g. after a"
+            " worker died before acknowledging it)"
+        )
+        for item in duplicates[:5]:
+            lines.append(
+                f"    line {item['line']:,} (offset {item['offset']}): job {item['job_id']}"
+                f" again, first on line {item['first_line']:,}"
+            )
+    return lines

@@ -30,6 +30,16 @@ DEFAULT_RENDER_TIMEOUT = 5.0
 # Bytes of job bodies handled at once: prefetch x the message limit would otherwise be
 # what one worker may hold, far beyond its memory limit (docs/OPERATIONS.md, "Memory").
 DEFAULT_MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
+# The archive stream (SPEC §12, docs/ARCHIVE.md): its name (empty: no archive), how long
+# its records are kept, the most bytes it may hold, and how long a job's acknowledgement
+# waits for its record's confirm.
+DEFAULT_ARCHIVE_STREAM = "build-prompt.archive"
+DEFAULT_ARCHIVE_MAX_AGE = "7D"
+# A cap that keeps the archive from filling the broker's disk, whose alarm would block
+# every reply. 10 GB is 1.3 million typical records, a week at 2 jobs a second: a fleet
+# sizes it from its rate and disk (docs/ARCHIVE.md, "Retention and sizes").
+DEFAULT_ARCHIVE_MAX_BYTES = 10_000_000_000
+DEFAULT_ARCHIVE_CONFIRM_TIMEOUT = 2.0
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 LogFormat = Literal["json", "console"]
@@ -251,6 +261,38 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "auto (uvloop when installed), uvloop or asyncio",
         "LOOP",
         default="auto",
+    ),
+    SettingSpec(
+        "archive_stream",
+        "--archive-stream",
+        "PROMPT_WORKER_ARCHIVE_STREAM",
+        "stream every answered job is recorded on; empty: no archive",
+        "NAME",
+        default=DEFAULT_ARCHIVE_STREAM,
+    ),
+    SettingSpec(
+        "archive_max_age",
+        "--archive-max-age",
+        "PROMPT_WORKER_ARCHIVE_MAX_AGE",
+        "how long the stream keeps records (x-max-age: a number and Y, M, D, h, m or s)",
+        "AGE",
+        default=DEFAULT_ARCHIVE_MAX_AGE,
+    ),
+    SettingSpec(
+        "archive_max_bytes",
+        "--archive-max-bytes",
+        "PROMPT_WORKER_ARCHIVE_MAX_BYTES",
+        "the most bytes the stream holds (x-max-length-bytes); older records go first",
+        "BYTES",
+        default=DEFAULT_ARCHIVE_MAX_BYTES,
+    ),
+    SettingSpec(
+        "archive_confirm_timeout",
+        "--archive-confirm-timeout",
+        "PROMPT_WORKER_ARCHIVE_CONFIRM_TIMEOUT",
+        "seconds a job's ack waits for its record's confirm; past it the record counts as lost",
+        "SECONDS",
+        default=DEFAULT_ARCHIVE_CONFIRM_TIMEOUT,
     ),
 )
 

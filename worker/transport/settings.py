@@ -34,6 +34,10 @@ from worker.transport.link.addresses import first_address, parse_addresses
 from worker.transport.link.tls import TlsFiles, TlsFilesError, connect_kwargs
 from worker.transport.setting_flags import (
     DEFAULT_AMQP_URL,
+    DEFAULT_ARCHIVE_CONFIRM_TIMEOUT,
+    DEFAULT_ARCHIVE_MAX_AGE,
+    DEFAULT_ARCHIVE_MAX_BYTES,
+    DEFAULT_ARCHIVE_STREAM,
     DEFAULT_HTTP_PORT,
     DEFAULT_MAX_INFLIGHT_BYTES,
     DEFAULT_OFFLOAD_BYTES,
@@ -112,6 +116,26 @@ def _name(value: object) -> str:
     return value
 
 
+def _stream_name(value: object) -> str:
+    """A stream's name, or empty for none."""
+    if value == "":
+        return ""
+    return _name(value)
+
+
+# RabbitMQ's x-max-age: a positive integer and a unit (years, months, days, hours,
+# minutes, seconds).
+_AGE_UNITS = ("Y", "M", "D", "h", "m", "s")
+
+
+def _max_age(value: object) -> str:
+    text = value.strip() if isinstance(value, str) else ""
+    number, unit = text[:-1], text[-1:]
+    if unit not in _AGE_UNITS or not number.isdigit() or int(number) < 1:
+        raise ValueError(f"expected a number and one of Y, M, D, h, m, s (e.g. 7D), got {value!r}")
+    return text
+
+
 def _choice(choices: tuple[str, ...]) -> Callable[[object], str]:
     def parse(value: object) -> str:
         word = value.strip().lower() if isinstance(value, str) else None
@@ -162,6 +186,12 @@ class Settings(BaseSettings):
     max_inflight_bytes: Annotated[int, _checked(_int_in(1))] = DEFAULT_MAX_INFLIGHT_BYTES
     # auto: uvloop when installed, else asyncio's own loop.
     event_loop: Annotated[EventLoopName, _checked(_choice(EVENT_LOOP_NAMES))] = "auto"
+    archive_stream: Annotated[str, _checked(_stream_name)] = DEFAULT_ARCHIVE_STREAM
+    archive_max_age: Annotated[str, _checked(_max_age)] = DEFAULT_ARCHIVE_MAX_AGE
+    archive_max_bytes: Annotated[int, _checked(_int_in(1))] = DEFAULT_ARCHIVE_MAX_BYTES
+    archive_confirm_timeout: Annotated[float, _checked(_positive_float)] = (
+        DEFAULT_ARCHIVE_CONFIRM_TIMEOUT
+    )
     tls_ca_file: Annotated[str | None, _checked(_path)] = None
     tls_cert_file: Annotated[str | None, _checked(_path)] = None
     tls_key_file: Annotated[str | None, _checked(_path)] = None
@@ -392,6 +422,11 @@ def resolve(flags: Mapping[str, str | None], environ: Mapping[str, str]) -> Sett
     except TlsFilesError as exc:
         raise SettingsError(str(exc)) from None
     names = {settings.request_queue, settings.reply_queue, settings.dead_letter_queue}
+    if settings.archive_stream in names:
+        raise SettingsError(
+            f"--archive-stream {settings.archive_stream!r} is one of the worker's queues; "
+            "give the archive a name of its own"
+        )
     if len(names) != 3:
         raise SettingsError(
             "request, reply and dead-letter queues must have three different names, got "

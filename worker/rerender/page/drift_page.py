@@ -63,8 +63,14 @@ def content_security_policy(css: str, js: str) -> str:
 
 def render_page(data: dict[str, Any]) -> bytes:
     """The whole HTML document for the page data `data` (see `page_data.collect`)."""
-    page, css, js = (_asset(name) for name in _ASSETS)
     title = f"Drift: {Path(data['input']).name} → {Path(data['output']).name}"
+    return assemble(_ASSETS, title, data)
+
+
+def assemble(assets: tuple[str, str, str], title: str, data: dict[str, Any]) -> bytes:
+    """A self-contained page: its HTML, style sheet and script (files of this package),
+    its title and its data put in their slots."""
+    page, css, js = (_asset(name) for name in assets)
     parts = {
         _TITLE: html.escape(title),
         _CSP: content_security_policy(css, js),
@@ -74,7 +80,7 @@ def render_page(data: dict[str, Any]) -> bytes:
     for slot, text in parts.items():
         # Our own assets: each slot once, and no text that could end its element early.
         if page.count(slot) != 1 or _DATA in text or "</" in text:
-            raise AssertionError(f"drift page assets: slot {slot} missing or misused")
+            raise AssertionError(f"page assets {assets}: slot {slot} missing or misused")
         page = page.replace(slot, text)
     before, _, after = page.partition(_DATA)
     return before.encode() + script_safe_json(data) + after.encode()
@@ -103,6 +109,18 @@ def write_page(
     data = collect(input_path, output_path, limits)
     content = render_page(data)
     target = Path(html_path)
+    write_whole(target, content)
+    return PageSummary(
+        path=str(target),
+        size_bytes=len(content),
+        changes=len(data["changes"]),
+        changed_jobs=data["totals"]["drift"]["changed"],
+        notes=data["notes"],
+    )
+
+
+def write_whole(target: Path, content: bytes) -> None:
+    """Written to a temporary file beside `target` and renamed over it; PageError."""
     try:
         fd, temporary = tempfile.mkstemp(
             prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path(".")
@@ -117,10 +135,3 @@ def write_page(
     except OSError as exc:
         Path(temporary).unlink(missing_ok=True)
         raise PageError(f"{target}: cannot write: {exc.strerror}") from None
-    return PageSummary(
-        path=str(target),
-        size_bytes=len(content),
-        changes=len(data["changes"]),
-        changed_jobs=data["totals"]["drift"]["changed"],
-        notes=data["notes"],
-    )

@@ -57,6 +57,7 @@ from aiormq.exceptions import DeliveryError, PublishError
 from pamqp.commands import Basic
 from structlog.typing import FilteringBoundLogger
 
+from worker.archive.recorder import ArchiveRecorder
 from worker.ops.logs import format_exception, payload_logging_enabled
 from worker.ops.metrics import Metrics, kind_label
 from worker.render.renderer import Renderer
@@ -166,9 +167,11 @@ class DeliveryPath:
         redeclare_reply_queue: Callable[[], Awaitable[None]],
         prefetch_changed: Callable[[], None],
         tracing: "JobTracing | None" = None,
+        archive: ArchiveRecorder | None = None,
     ) -> None:
         self.settings = settings
         self.tracing = tracing
+        self.archive = archive
         self.topology = settings.topology
         self.renderer = renderer
         self.metrics = metrics
@@ -508,8 +511,12 @@ class DeliveryPath:
                 await asyncio.sleep(retry.backoff)
             await self._settle(delivery, "requeue")
             return
-        settled = await self._settle(delivery, decision.settle)
         assert decision.outcome is not None
+        if self.archive is not None:
+            # The answered job's record, confirmed or counted lost within the archive's
+            # confirm timeout (worker.archive.recorder): never raises, never requeues.
+            await self.archive.record(decision.outcome)
+        settled = await self._settle(delivery, decision.settle)
         trace_id = None if delivery.span is None else delivery.span.trace_id
         self.report.record(
             decision.outcome, len(delivery.message.body), delivery.received, trace_id

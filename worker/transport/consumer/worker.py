@@ -11,11 +11,14 @@ closed) and the exit status.
 import asyncio
 import os
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import aiormq
 from aiormq.abc import AbstractConnection
 from structlog.typing import FilteringBoundLogger
 
+from worker import __version__
+from worker.archive.recorder import ArchiveRecorder, ArchiveSettings
 from worker.ops.logs import get_logger
 from worker.ops.metrics import Metrics
 from worker.render.renderer import Renderer
@@ -29,6 +32,7 @@ from worker.transport.consumer.link import (
 )
 from worker.transport.consumer.readiness import Readiness
 from worker.transport.link import tls
+from worker.transport.link.addresses import connect_first, split_addresses
 from worker.transport.link.broker_failures import describe
 from worker.transport.link.connection import AccessRefused
 from worker.transport.link.flow import BrokerFlow
@@ -76,8 +80,12 @@ class Worker:
             self.log,
             ReplyChannels(self._main_connection, self._side_connection),
         )
+        self.archive = self._recorder(settings, metrics)
         pool = render_pool or RenderPool(
-            renderer.config, settings.max_message_bytes, renderer_class=type(renderer)
+            renderer.config,
+            settings.max_message_bytes,
+            renderer_class=type(renderer),
+            keep_jobs=self.archive is not None,
         )
         self.deliveries = DeliveryPath(
             settings,
@@ -90,6 +98,7 @@ class Worker:
             redeclare_reply_queue=self._redeclare_reply_queue,
             prefetch_changed=self._switch_prefetch,
             tracing=tracing,
+            archive=self.archive,
         )
         self.link = ConsumerLink(
             settings,
@@ -105,8 +114,36 @@ class Worker:
         self._stop = asyncio.Event()
         self._warming: asyncio.Task[None] | None = None
 
+    def _recorder(self, settings: Settings, metrics: Metrics) -> ArchiveRecorder | None:
+        """The archive's recorder (SPEC §12), None with the archive off."""
+        if not settings.archive_stream:
+            return None
+        archive = ArchiveSettings(
+            settings.archive_stream,
+            settings.archive_max_age,
+            settings.archive_max_bytes,
+            settings.archive_confirm_timeout,
+        )
+        return ArchiveRecorder(archive, self._archive_connection, metrics, self.log, __version__)
+
+    async def _archive_connection(self) -> AbstractConnection:
+        """A connection of the archive's own, to the first of the addresses that answers."""
+        name = f"prompt-worker {socket.gethostname()} pid {os.getpid()} archive"
+
+        async def attempt(url: str) -> AbstractConnection:
+            context = tls.connect_kwargs(url, self.settings.tls).get("ssl_context")
+            return await aiormq.connect(
+                url, context=context, client_properties={"connection_name": name}
+            )
+
+        return await connect_first(split_addresses(self.settings.amqp_url), attempt)
+
     def readiness(self) -> dict[str, bool]:
         return self.state.facts()
+
+    def notes(self) -> dict[str, Any]:
+        """Facts for /readyz that do not make the worker unready: the archive's state."""
+        return {"archive": self.archive.status() if self.archive is not None else None}
 
     @property
     def ready(self) -> bool:
@@ -144,6 +181,8 @@ class Worker:
         # for it (`_render_helper_started`): its start-up never lands on a job (nor on a
         # benchmark's CPU figures).
         warming = self._warming = asyncio.create_task(self._warm_up(pool))
+        if self.archive is not None:
+            self.archive.start()
         keeping = asyncio.create_task(self.link.keep())
         stopping = asyncio.create_task(self._stop.wait())
         await asyncio.wait({keeping, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -164,6 +203,10 @@ class Worker:
         (the worker consumes without it rather than not at all)."""
         if self._warming is not None:
             await asyncio.wait({self._warming}, timeout=HELPER_START_WAIT)
+        if self.archive is not None:
+            # The first jobs' records need the archive's channel: wait for it as long
+            # as one record may wait, no longer (consuming never depends on the archive).
+            await self.archive.wait_up(self.settings.archive_confirm_timeout)
 
     async def _warm_up(self, pool: RenderPool) -> None:
         if not await pool.warm_up():
@@ -221,6 +264,8 @@ class Worker:
         if self.link.up:
             await asyncio.sleep(SETTLE_BEFORE_CLOSE)
         await self.deliveries.backpressure.close()
+        if self.archive is not None:
+            await self.archive.close()
         await self.link.close()
         self.deliveries.close()
         self.log.info("stopped")

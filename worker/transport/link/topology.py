@@ -4,7 +4,9 @@ The worker declares it idempotently on each channel it opens (`declare_on`, on a
 channel: at start-up and after every reconnect); tests and benchmarks declare it through
 aio-pika (`tests/aio_pika_topology.py`); `deploy/rabbitmq/definitions.json` describes the same objects for brokers
 that are provisioned ahead of time, and `rabbitmq_definitions` renders them in that
-format so the two can be compared by a test. RabbitMQ refuses (406
+format so the two can be compared by a test. The archive stream (SPEC §12) is declared by
+the archive's recorder (`worker.archive.recorder`); the definitions hold it too, with
+its default retention. RabbitMQ refuses (406
 PRECONDITION_FAILED) to re-declare a queue with different arguments, so every argument
 here is part of the deployment contract: change it only together with a migration.
 
@@ -20,7 +22,14 @@ from typing import Any
 
 from aiormq.abc import AbstractChannel as LinkChannel
 
+from worker.archive.recorder import ArchiveSettings
 from worker.transport.link.connection import BROKER_CALL_TIMEOUT
+from worker.transport.setting_flags import (
+    DEFAULT_ARCHIVE_CONFIRM_TIMEOUT,
+    DEFAULT_ARCHIVE_MAX_AGE,
+    DEFAULT_ARCHIVE_MAX_BYTES,
+    DEFAULT_ARCHIVE_STREAM,
+)
 
 DEFAULT_REQUEST_QUEUE = "build-prompt"
 DEFAULT_DEAD_LETTER = "build-prompt.dead"
@@ -118,10 +127,26 @@ async def declare_request_queue(channel: LinkChannel, topology: Topology) -> Non
     )
 
 
-def rabbitmq_definitions(topology: Topology | None = None, vhost: str = "/") -> dict[str, Any]:
+def default_archive() -> ArchiveSettings:
+    """The archive stream `serve` declares by default."""
+    return ArchiveSettings(
+        DEFAULT_ARCHIVE_STREAM,
+        DEFAULT_ARCHIVE_MAX_AGE,
+        DEFAULT_ARCHIVE_MAX_BYTES,
+        DEFAULT_ARCHIVE_CONFIRM_TIMEOUT,
+    )
+
+
+def rabbitmq_definitions(
+    topology: Topology | None = None,
+    vhost: str = "/",
+    archive: ArchiveSettings | None = None,
+) -> dict[str, Any]:
     """The topology in RabbitMQ's definitions format (the `queues`, `exchanges` and
-    `bindings` sections of `rabbitmqctl export_definitions`)."""
+    `bindings` sections of `rabbitmqctl export_definitions`), with the archive stream
+    (`default_archive()` unless given)."""
     topology = topology or Topology()
+    archive = archive or default_archive()
 
     def queue(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -137,6 +162,7 @@ def rabbitmq_definitions(topology: Topology | None = None, vhost: str = "/") -> 
             queue(topology.request_queue, topology.request_arguments()),
             queue(topology.dead_letter_queue, dead_letter_queue_arguments()),
             queue(topology.reply_queue, reply_queue_arguments()),
+            queue(archive.stream, archive.arguments()),
         ],
         "exchanges": [
             {

@@ -35,6 +35,7 @@ from worker.transport.processes.parent import die_with_parent
 
 _renderer: Renderer | None = None
 _trace_messages = False
+_keep_jobs = True
 
 
 def _init_helper(
@@ -42,6 +43,7 @@ def _init_helper(
     max_message_bytes: int,
     trace_messages: bool,
     renderer_class: type[Renderer] = Renderer,
+    keep_jobs: bool = True,
 ) -> None:
     # The worker decides when to stop; a Ctrl-C reaching the whole process group must
     # not kill renders the worker is still waiting for.
@@ -50,8 +52,9 @@ def _init_helper(
     # SIGKILL, as SIGTERM is ignored: a helper whose worker died has nothing to finish.
     parent = multiprocessing.parent_process()
     die_with_parent(signal.SIGKILL, parent.pid if parent is not None else None)
-    global _renderer, _trace_messages
+    global _renderer, _trace_messages, _keep_jobs
     _trace_messages = trace_messages
+    _keep_jobs = keep_jobs
     _renderer = renderer_class(config, max_message_bytes=max_message_bytes)
 
 
@@ -65,6 +68,9 @@ def _render_in_helper(body: bytes) -> tuple[RenderOutcome, str | None]:
         outcome.exception = None
     # The reply body already holds the messages; do not ship them twice.
     outcome.messages = None
+    if not _keep_jobs:
+        # Only the archive reads the masked job: without it, it is not shipped back.
+        outcome.job = outcome.tools_json = None
     return outcome, trace
 
 
@@ -89,9 +95,12 @@ class RenderPool:
         config: WorkerConfig,
         max_message_bytes: int,
         renderer_class: type[Renderer] = Renderer,
+        *,
+        keep_jobs: bool = True,
     ) -> None:
         self.config = config
         self.renderer_class = renderer_class
+        self.keep_jobs = keep_jobs  # the masked job comes back with the reply (archive)
         self.max_message_bytes = max_message_bytes
         self._executor: ProcessPoolExecutor | None = None
         # The pid of each executor's helper, asked of it before its first render: the
@@ -115,6 +124,7 @@ class RenderPool:
                     self.max_message_bytes,
                     payload_logging_enabled(),
                     self.renderer_class,
+                    self.keep_jobs,
                 ),
             )
         return self._executor
