@@ -22,11 +22,11 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 
+from tests.aio_pika_topology import declare_topology
 from tests.integration.archive_records import read_records
 from tests.integration.helpers import StartWorker, a_job, metric_value, queue_depth, wait_for
 from tests.rabbit_nodes import ExtraCluster
 from worker.archive.recorder import ArchiveSettings
-from worker.transport.link import topology
 from worker.transport.link.topology import Topology
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -65,7 +65,7 @@ async def test_killing_the_stream_leaders_node_loses_no_record_of_an_acknowledge
     archive = ArchiveSettings(stream, "7D", 10_000_000_000, float(CONFIRM_TIMEOUT))
     setup = await aio_pika.connect(survivor_url)
     async with setup:
-        await topology.declare(await setup.channel(), topo)
+        await declare_topology(await setup.channel(), topo)
     leader = await aio_pika.connect(victim_url)
     async with leader:
         await (await leader.channel()).declare_queue(
