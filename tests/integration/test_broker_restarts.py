@@ -120,7 +120,11 @@ async def test_a_broker_hanging_up_while_the_topology_is_declared_is_a_lost_link
     proxy = HangUpAtDeclare(code, text)
     await proxy.start()
     try:
-        worker = start_worker(amqp_url=proxy.url + "?reconnect_interval=0.2")
+        # The archive off: its connection's declaration would be hung up on as well.
+        worker = start_worker(
+            amqp_url=proxy.url + "?reconnect_interval=0.2",
+            env={"PROMPT_WORKER_ARCHIVE_STREAM": ""},
+        )
         await worker.wait_ready()
         assert proxy.hung_up == 1
         connection = await aio_pika.connect(AMQP_URL)

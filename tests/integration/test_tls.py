@@ -70,9 +70,11 @@ async def test_worker_and_client_speak_mutual_tls_and_the_certificate_is_the_ide
         assert reply["status"] == "ok", reply
         assert reply["job_id"] == "tls-1"
 
+    # The archive's connection too (docs/ARCHIVE.md): over TLS, the job recorded.
+    await worker.metrics_showing('prompt_worker_archive_records_total{outcome="written"} 1.0')
     rows = connections(tls_node.node)
     worker_rows = [row for row in rows if "prompt-worker " in row[3]]
-    assert worker_rows, rows
+    assert any(" archive" in row[3] for row in worker_rows), rows
     for user, ssl, mechanism, _ in worker_rows:
         assert (user, ssl, mechanism) == (CLIENT_IDENTITY, "true", "EXTERNAL")
 
