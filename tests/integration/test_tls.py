@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import start_worker, topo
-from tests.integration.helpers import REPO, StartWorker, a_job
+from tests.integration.helpers import REPO, StartWorker, a_job, archive_stream
 from tests.rerender.files import conformance_lines, write_lines
 from tests.tls_node import (
     CLIENT_IDENTITY,
@@ -130,6 +130,27 @@ async def test_replay_dead_and_rerender_connect_over_tls(
     )
     assert result.returncode == 0, result.stderr
     assert len(out.read_text().splitlines()) == 3
+
+    # The archive read back over TLS, with serve's PROMPT_WORKER_TLS_* variables: the
+    # dead-lettered job and the three re-rendered ones were recorded.
+    await worker.metrics_showing('prompt_worker_archive_records_total{outcome="written"} 4.0')
+    page = tmp_path / "fleet.html"
+    result = prompt_worker(
+        "report",
+        "--from-archive",
+        tls_node.url(external=True),
+        "--archive-stream",
+        archive_stream(topo),
+        "--since",
+        "1h",
+        "--html",
+        str(page),
+        "--progress",
+        "off",
+        env=tls_env(files),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "tls-bad" in page.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ one burst, so a record missed by a too-short pause would be one the run never re
 
 import asyncio
 import datetime
+import ssl
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from types import TracebackType
@@ -73,8 +74,17 @@ def _delivery(message: DeliveredMessage) -> Delivery | None:
 class ArchiveReader:
     """One connection and channel on the broker, reading one stream."""
 
-    def __init__(self, url: str, stream: str, *, prefetch: int = DEFAULT_PREFETCH) -> None:
+    def __init__(
+        self,
+        url: str,
+        stream: str,
+        *,
+        prefetch: int = DEFAULT_PREFETCH,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.url = url
+        # For amqps://: the CA, client certificate and key of serve's --tls-* files.
+        self.ssl_context = ssl_context
         self.stream = stream
         self.prefetch = prefetch
         self._connection: AbstractConnection | None = None
@@ -85,7 +95,7 @@ class ArchiveReader:
         self._last_tag = 0
 
     async def __aenter__(self) -> "ArchiveReader":
-        self._connection = await aiormq.connect(self.url)
+        self._connection = await aiormq.connect(self.url, context=self.ssl_context)
         try:
             await self._open_channel()
         except BaseException:

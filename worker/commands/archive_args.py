@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from worker.rerender.archive_input import ArchiveSource
+    from worker.transport.link.tls import TlsFiles
 
 ARCHIVE_STREAM_ENV = "PROMPT_WORKER_ARCHIVE_STREAM"
 
@@ -51,6 +52,7 @@ def archive_source(args: argparse.Namespace, env: dict[str, str]) -> "ArchiveSou
     from worker.rerender.archive_input import ArchiveSource
     from worker.transport.link.addresses import first_address
     from worker.transport.link.broker_failures import broker_address
+    from worker.transport.link.tls import TlsFilesError, connect_kwargs
     from worker.transport.settings import parse_amqp_url
 
     try:
@@ -75,7 +77,24 @@ def archive_source(args: argparse.Namespace, env: dict[str, str]) -> "ArchiveSou
         families=frozenset(args.families),
         sessions=frozenset(args.sessions),
     )
-    return ArchiveSource(url=url, stream=stream, window=window, where=broker_address(url))
+    try:
+        ssl_context = connect_kwargs(url, _tls_files(args, env)).get("ssl_context")
+    except TlsFilesError as exc:
+        raise ArchiveArgumentError(f"--from-archive: {exc}") from None
+    return ArchiveSource(
+        url=url, stream=stream, window=window, where=broker_address(url), ssl_context=ssl_context
+    )
+
+
+def _tls_files(args: argparse.Namespace, env: dict[str, str]) -> "TlsFiles":
+    """serve's TLS files: the --tls-* flags where the command has them, else the
+    PROMPT_WORKER_TLS_* variables."""
+    from worker.transport.link.tls import TlsFiles
+
+    def pick(name: str) -> str | None:
+        return getattr(args, name, None) or env.get(f"PROMPT_WORKER_{name.upper()}") or None
+
+    return TlsFiles(pick("tls_ca_file"), pick("tls_cert_file"), pick("tls_key_file"))
 
 
 def read_window(

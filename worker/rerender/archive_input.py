@@ -13,6 +13,7 @@ complete. An interrupted read resumes after the last offset in the spool.
 import asyncio
 import datetime
 import os
+import ssl
 from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -45,6 +46,8 @@ class ArchiveSource:
     window: Window
     # host:port, for the state and the report: never the URL's credentials.
     where: str
+    # For amqps://: the context of the --tls-* files (or PROMPT_WORKER_TLS_* variables).
+    ssl_context: ssl.SSLContext | None = None
 
 
 @dataclass(slots=True)
@@ -202,7 +205,7 @@ class RecordSink(Protocol):
 
 async def _read(source: ArchiveSource, spool: RecordSink, bar: _Bar) -> None:
     state, window = spool.state, source.window
-    async with ArchiveReader(source.url, source.stream) as reader:
+    async with ArchiveReader(source.url, source.stream, ssl_context=source.ssl_context) as reader:
         if state.end_offset is None:
             end = await reader.find_end()
             if end is None or (window.before(end.timestamp)):
