@@ -287,11 +287,19 @@ async def test_metrics_count_the_jobs_answered(served: Served) -> None:
         reply = await client.build(case["job"], timeout=REPLY_TIMEOUT)
     assert reply["status"] == "ok"
 
-    status, after_text = served.http_get("/metrics")
-    assert status == 200
-    after = jobs_answered(after_text)
+    # A job is counted once it is settled, which comes after its reply: once its archive
+    # record is confirmed too (docs/ARCHIVE.md).
     key = (case["job"]["kind"], "ok")
-    assert after[key] == before.get(key, 0.0) + 1
+    after_text = ""
+
+    async def counted() -> bool:
+        nonlocal after_text
+        status, after_text = served.http_get("/metrics")
+        assert status == 200
+        return jobs_answered(after_text).get(key, 0.0) > before.get(key, 0.0)
+
+    await wait_for(counted, 30, "the job counted in /metrics")
+    assert jobs_answered(after_text)[key] == before.get(key, 0.0) + 1
     assert "prompt_worker_ready 1.0" in after_text
 
 
