@@ -18,7 +18,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import aiormq
@@ -32,14 +31,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from worker.archive.record import (  # noqa: E402
-    APP_ID,
-    CONTENT_ENCODING,
-    CONTENT_TYPE,
-    MESSAGE_TYPE,
     RecordCompressor,
     RecordFacts,
-    record_headers,
     record_json,
+    record_properties,
     session_id_of,
 )
 from worker.archive.recorder import ArchiveSettings  # noqa: E402
@@ -59,16 +54,7 @@ def cpu_us(work: Callable[[], object], repeat: int) -> float:
 
 
 def properties(facts: RecordFacts) -> Basic.Properties:
-    return Basic.Properties(
-        content_type=CONTENT_TYPE,
-        content_encoding=CONTENT_ENCODING,
-        delivery_mode=2,
-        timestamp=datetime.fromtimestamp(int(time.time()), UTC),
-        message_id="job-1",
-        message_type=MESSAGE_TYPE,
-        app_id=APP_ID,
-        headers=record_headers(facts, "ok"),
-    )
+    return record_properties(facts, "ok", "job-1", time.time())
 
 
 async def publish_cpu_us(url: str, body: bytes, props: Basic.Properties, count: int) -> float:

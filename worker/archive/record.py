@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 import zstandard
+from pamqp.commands import Basic
 
 # The version of the record's layout: a reader refuses a record of a newer one.
 RECORD_VERSION = 1
@@ -137,3 +138,20 @@ class RecordCompressor:
 def decompress_record(body: bytes) -> bytes:
     """A record's JSON from its body (for tests and tools; readers have their own)."""
     return zstandard.ZstdDecompressor().decompress(body)
+
+
+def record_properties(
+    facts: RecordFacts, status: str, job_id: str | None, answered_at: float
+) -> Basic.Properties:
+    """The AMQP properties of a record: its encoding, its answer time (whole seconds, as
+    AMQP's timestamp holds them), the job's id and the headers readers filter on."""
+    return Basic.Properties(
+        content_type=CONTENT_TYPE,
+        content_encoding=CONTENT_ENCODING,
+        delivery_mode=2,
+        timestamp=datetime.fromtimestamp(int(answered_at), UTC),
+        message_id=job_id,
+        message_type=MESSAGE_TYPE,
+        app_id=APP_ID,
+        headers=record_headers(facts, status),
+    )

@@ -30,7 +30,6 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import aiormq
@@ -46,14 +45,10 @@ from pamqp.commands import Basic
 from structlog.typing import FilteringBoundLogger
 
 from worker.archive.record import (
-    APP_ID,
-    CONTENT_ENCODING,
-    CONTENT_TYPE,
-    MESSAGE_TYPE,
     RecordCompressor,
     RecordFacts,
-    record_headers,
     record_json,
+    record_properties,
     session_id_of,
 )
 from worker.ops.metrics import Metrics
@@ -187,16 +182,7 @@ class ArchiveRecorder:
             session_id=session_id_of(job),
         )
         data = record_json(facts, outcome.body, now, self.worker_version)
-        properties = Basic.Properties(
-            content_type=CONTENT_TYPE,
-            content_encoding=CONTENT_ENCODING,
-            delivery_mode=2,
-            timestamp=datetime.fromtimestamp(int(now), UTC),
-            message_id=outcome.job_id,
-            message_type=MESSAGE_TYPE,
-            app_id=APP_ID,
-            headers=record_headers(facts, outcome.status),
-        )
+        properties = record_properties(facts, outcome.status, outcome.job_id, now)
         return self._compressor.compress(data), properties
 
     async def _publish(
