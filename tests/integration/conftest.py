@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
 import aio_pika
@@ -28,8 +28,24 @@ from tests.integration.helpers import (
     serve_env,
     unique_topology,
 )
+from tests.rabbit_nodes import ExtraCluster
 from worker.transport.link.topology import Topology
 from worker.transport.producers.client import PromptClient
+
+# Set on a test whose body failed: its workers' logs are printed at teardown.
+BODY_FAILED = pytest.StashKey[bool]()
+# How much of a worker's log a failed test shows (its last lines).
+LOG_LINES_SHOWN = 80
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[BODY_FAILED] = True
+    return report
 
 
 @pytest.fixture
@@ -39,8 +55,22 @@ def topo() -> Iterator[Topology]:
 
 
 @pytest.fixture
-def start_worker(topo: Topology, tmp_path: Path) -> Iterator[StartWorker]:
-    """Start `prompt-worker serve` on the test's queues: start_worker(*extra_args, env=...)."""
+def cluster(request: pytest.FixtureRequest) -> Iterator[ExtraCluster]:
+    """Three clustered extra nodes (tests/rabbit_nodes.py), named after the test
+    module's `CLUSTER_LABEL` ("cluster" by default). A test requests it before
+    `start_worker`, so that it is torn down after the worker has stopped."""
+    with ExtraCluster(getattr(request.module, "CLUSTER_LABEL", "cluster")) as running:
+        yield running
+
+
+@pytest.fixture
+def start_worker(
+    topo: Topology, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[StartWorker]:
+    """Start `prompt-worker serve` on the test's queues: start_worker(*extra_args, env=...).
+
+    Should the test fail, the end of each worker's log is printed (pytest shows it under
+    "Captured stdout teardown"): a failure in CI can be read from CI's output alone."""
     started: list[WorkerProcess] = []
 
     def start(
@@ -79,6 +109,11 @@ def start_worker(topo: Topology, tmp_path: Path) -> Iterator[StartWorker]:
                 worker.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 worker.kill()
+    if request.node.stash.get(BODY_FAILED, False):
+        for number, worker in enumerate(started):
+            tail = worker.logs().splitlines()[-LOG_LINES_SHOWN:]
+            print(f"--- worker {number} (pid {worker.pid}): the last {len(tail)} log lines")
+            print("\n".join(tail))
 
 
 @pytest.fixture

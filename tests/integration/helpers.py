@@ -49,15 +49,20 @@ def needs_broker(test: F) -> F:
     return marked
 
 
-def unique_topology(label: str, amqp_url: str = AMQP_URL) -> Iterator[Topology]:
-    """Unique queue and exchange names for one test, deleted afterwards from the broker
-    at `amqp_url` (fixture body)."""
+def new_topology(label: str) -> Topology:
+    """Queue and exchange names no other test uses (`test-LABEL-<random>.*`)."""
     prefix = f"test-{label}-{uuid.uuid4().hex[:10]}"
-    names = Topology(
+    return Topology(
         request_queue=f"{prefix}.build-prompt",
         reply_queue=f"{prefix}.replies",
         dead_letter=f"{prefix}.dead",
     )
+
+
+def unique_topology(label: str, amqp_url: str = AMQP_URL) -> Iterator[Topology]:
+    """Unique queue and exchange names for one test, deleted afterwards from the broker
+    at `amqp_url` (fixture body)."""
+    names = new_topology(label)
     yield names
     asyncio.run(delete_topology(names, amqp_url))
 

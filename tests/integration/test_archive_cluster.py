@@ -13,8 +13,6 @@ after the kill every job must still have a record, none counted lost.
 
 import asyncio
 import collections
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import aio_pika
@@ -24,7 +22,14 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from tests.aio_pika_topology import declare_topology
 from tests.integration.archive_records import read_records
-from tests.integration.helpers import StartWorker, a_job, metric_value, queue_depth, wait_for
+from tests.integration.helpers import (
+    StartWorker,
+    a_job,
+    metric_value,
+    new_topology,
+    queue_depth,
+    wait_for,
+)
 from tests.rabbit_nodes import ExtraCluster
 from worker.archive.recorder import ArchiveSettings
 from worker.transport.link.topology import Topology
@@ -39,21 +44,10 @@ ALL_ANSWERED_WITHIN = 300.0
 
 
 @pytest.fixture
-def cluster() -> Iterator[ExtraCluster]:
-    # Requested before `start_worker`, so it is torn down after the worker has stopped.
-    with ExtraCluster() as running:
-        yield running
-
-
-@pytest.fixture
-def topo() -> Iterator[Topology]:
-    """Unique names on the cluster; its nodes' state is discarded with it."""
-    prefix = f"test-archive-cluster-{uuid.uuid4().hex[:10]}"
-    yield Topology(
-        request_queue=f"{prefix}.build-prompt",
-        reply_queue=f"{prefix}.replies",
-        dead_letter=f"{prefix}.dead",
-    )
+def topo() -> Topology:
+    """Unique names on the cluster (`cluster`, tests/integration/conftest.py); its nodes'
+    state is discarded with it."""
+    return new_topology("archive-cluster")
 
 
 async def test_killing_the_stream_leaders_node_loses_no_record_of_an_acknowledged_job(

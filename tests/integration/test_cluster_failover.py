@@ -18,8 +18,6 @@ import asyncio
 import collections
 import contextlib
 import signal
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import aio_pika
@@ -28,7 +26,14 @@ import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
 from tests.aio_pika_topology import declare_topology
-from tests.integration.helpers import StartWorker, WorkerProcess, a_job, queue_depth, wait_for
+from tests.integration.helpers import (
+    StartWorker,
+    WorkerProcess,
+    a_job,
+    new_topology,
+    queue_depth,
+    wait_for,
+)
 from tests.rabbit_nodes import ExtraCluster, ExtraNode
 from worker.transport.link.broker_failures import broker_address
 from worker.transport.link.topology import Topology
@@ -45,21 +50,10 @@ ALL_ANSWERED_WITHIN = 300.0
 
 
 @pytest.fixture
-def cluster() -> Iterator[ExtraCluster]:
-    # Requested before `start_worker`, so it is torn down after the worker has stopped.
-    with ExtraCluster() as running:
-        yield running
-
-
-@pytest.fixture
-def topo() -> Iterator[Topology]:
-    """Unique names on the cluster; its nodes' state is discarded with it."""
-    prefix = f"test-failover-{uuid.uuid4().hex[:10]}"
-    yield Topology(
-        request_queue=f"{prefix}.build-prompt",
-        reply_queue=f"{prefix}.replies",
-        dead_letter=f"{prefix}.dead",
-    )
+def topo() -> Topology:
+    """Unique names on the cluster (`cluster`, tests/integration/conftest.py); its nodes'
+    state is discarded with it."""
+    return new_topology("failover")
 
 
 def worker_ports(cluster: ExtraCluster, worker: WorkerProcess, ask: int) -> set[int]:

@@ -31,8 +31,6 @@ import contextlib
 import os
 import signal
 import time
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +39,13 @@ import orjson
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 
-from tests.integration.helpers import StartWorker, WorkerProcess, queue_depth, wait_for
+from tests.integration.helpers import (
+    StartWorker,
+    WorkerProcess,
+    new_topology,
+    queue_depth,
+    wait_for,
+)
 from tests.integration.test_cluster_failover import Producer
 from tests.rabbit_nodes import ExtraCluster, ExtraNode
 from worker.transport.link import topology
@@ -57,22 +61,15 @@ FLOWING_WITHIN = 30.0
 BURST_ANSWERED_WITHIN = 300.0
 
 
-@pytest.fixture
-def cluster() -> Iterator[ExtraCluster]:
-    # Requested before `start_worker`, so it is torn down after the worker has stopped.
-    with ExtraCluster("leaders") as running:
-        yield running
+# The extra nodes' names (the `cluster` fixture).
+CLUSTER_LABEL = "leaders"
 
 
 @pytest.fixture
-def topo() -> Iterator[Topology]:
-    """Unique names on the cluster; its nodes' state is discarded with it."""
-    prefix = f"test-leaders-{uuid.uuid4().hex[:10]}"
-    yield Topology(
-        request_queue=f"{prefix}.build-prompt",
-        reply_queue=f"{prefix}.replies",
-        dead_letter=f"{prefix}.dead",
-    )
+def topo() -> Topology:
+    """Unique names on the cluster (`cluster`, tests/integration/conftest.py); its nodes'
+    state is discarded with it."""
+    return new_topology("leaders")
 
 
 class Collector:

@@ -23,8 +23,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import aio_pika
@@ -32,7 +30,7 @@ import pytest
 
 from tests.aio_pika_topology import declare_topology
 from tests.data import CONFORMANCE, REPO
-from tests.integration.helpers import StartWorker, WorkerProcess, a_job, wait_for
+from tests.integration.helpers import StartWorker, WorkerProcess, a_job, new_topology, wait_for
 from tests.rabbit_nodes import NODE_VERSION, ExtraCluster
 from tests.rerender.files import conformance_lines, write_lines
 from worker.cli import main
@@ -49,22 +47,15 @@ KILL_AFTER = 100
 DEADLINE = 300.0
 
 
-@pytest.fixture
-def cluster() -> Iterator[ExtraCluster]:
-    # Requested before `start_worker`, so it is torn down after the worker has stopped.
-    with ExtraCluster("producers") as running:
-        yield running
+# The extra nodes' names (the `cluster` fixture).
+CLUSTER_LABEL = "producers"
 
 
 @pytest.fixture
-def topo() -> Iterator[Topology]:
-    """Unique names on the cluster; its nodes' state is discarded with it."""
-    prefix = f"test-producers-{uuid.uuid4().hex[:10]}"
-    yield Topology(
-        request_queue=f"{prefix}.build-prompt",
-        reply_queue=f"{prefix}.replies",
-        dead_letter=f"{prefix}.dead",
-    )
+def topo() -> Topology:
+    """Unique names on the cluster (`cluster`, tests/integration/conftest.py); its nodes'
+    state is discarded with it."""
+    return new_topology("producers")
 
 
 def rerender_run(tmp_path: Path, broker: str, request_queue: str) -> "subprocess.Popen[bytes]":
