@@ -9,7 +9,7 @@ from typing import Any
 import aio_pika
 import orjson
 import zstandard
-from aio_pika.abc import AbstractIncomingMessage
+from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 
 @dataclass(frozen=True)
@@ -46,3 +46,16 @@ async def read_records(
             await asyncio.wait_for(enough.wait(), within)
         await queue.cancel(tag)
     return records
+
+
+async def collect_job_ids(channel: AbstractChannel, reply_queue: str) -> list[str]:
+    """Consume `reply_queue`: the list returned grows by each reply's job id, in the
+    order the replies arrive (each acknowledged)."""
+    answered: list[str] = []
+
+    async def on_reply(message: AbstractIncomingMessage) -> None:
+        answered.append(orjson.loads(message.body)["job_id"])
+        await message.ack()
+
+    await (await channel.get_queue(reply_queue)).consume(on_reply)
+    return answered

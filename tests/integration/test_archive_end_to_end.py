@@ -21,6 +21,7 @@ import pytest
 from aio_pika.abc import AbstractChannel
 
 from tests.data import REPO
+from tests.integration.archive_records import collect_job_ids
 from tests.integration.helpers import (
     AMQP_URL,
     StartWorker,
@@ -65,14 +66,7 @@ async def send_and_collect(
         await channel.default_exchange.publish(
             aio_pika.Message(orjson.dumps(job), delivery_mode=2), routing_key=topo.request_queue
         )
-    replies = await channel.get_queue(topo.reply_queue)
-    answered: list[str] = []
-
-    async def on_reply(message: aio_pika.abc.AbstractIncomingMessage) -> None:
-        answered.append(orjson.loads(message.body)["job_id"])
-        await message.ack()
-
-    await replies.consume(on_reply)
+    answered = await collect_job_ids(channel, topo.reply_queue)
     if kill is not None:
 
         async def a_quarter() -> bool:

@@ -25,7 +25,7 @@ import yaml
 from aio_pika.abc import AbstractChannel
 from yarl import URL
 
-from tests.integration.archive_records import read_records
+from tests.integration.archive_records import collect_job_ids, read_records
 from tests.integration.helpers import (
     AMQP_URL,
     REPO,
@@ -338,14 +338,7 @@ async def test_every_acknowledged_job_has_a_record_across_a_sigkill(
             aio_pika.Message(orjson.dumps(a_job(job_id)), delivery_mode=2),
             routing_key=topo.request_queue,
         )
-    replies = await channel.get_queue(topo.reply_queue)
-    answered: list[str] = []
-
-    async def on_reply(message: aio_pika.abc.AbstractIncomingMessage) -> None:
-        answered.append(orjson.loads(message.body)["job_id"])
-        await message.ack()
-
-    await replies.consume(on_reply)
+    answered = await collect_job_ids(channel, topo.reply_queue)
 
     async def some_answered() -> bool:
         return len(answered) >= KILL_AFTER
