@@ -27,25 +27,21 @@ import subprocess
 import sys
 import time
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiormq
 import orjson
+from pamqp.commands import Basic
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from worker.archive.record import (  # noqa: E402
-    APP_ID,
-    CONTENT_ENCODING,
-    CONTENT_TYPE,
-    MESSAGE_TYPE,
     RecordCompressor,
     RecordFacts,
-    record_headers,
     record_json,
+    record_properties,
     session_id_of,
 )
 from worker.render.config import load_config  # noqa: E402
@@ -57,8 +53,12 @@ AMQP_URL = os.environ.get("PROMPT_WORKER_AMQP_URL", "amqp://guest:guest@127.0.0.
 JOBS = ("typical_react_job.json", "typical_chat_job.json")
 
 
-def records(count: int) -> tuple[list[tuple[bytes, dict[str, Any]]], dict[str, dict[str, int]]]:
-    """`count` compressed records and their headers; bytes per record by kind."""
+Made = list[tuple[bytes, Basic.Properties]]
+
+
+def records(count: int) -> tuple[Made, dict[str, dict[str, int]]]:
+    """`count` compressed records and their properties, as the worker's recorder makes
+    them; bytes per record by kind."""
     renderer = Renderer(load_config(str(CONFIG)))
     compressor = RecordCompressor()
     made, sizes = [], {}
@@ -74,7 +74,8 @@ def records(count: int) -> tuple[list[tuple[bytes, dict[str, Any]]], dict[str, d
             family=outcome.family,
             session_id=session_id_of(outcome.job),
         )
-        data = record_json(facts, outcome.body, time.time(), "bench")
+        now = time.time()
+        data = record_json(facts, outcome.body, now, "bench")
         body = compressor.compress(data)
         if n < len(JOBS):
             sizes[str(outcome.kind)] = {
@@ -82,22 +83,17 @@ def records(count: int) -> tuple[list[tuple[bytes, dict[str, Any]]], dict[str, d
                 "record_bytes": len(data),
                 "compressed_bytes": len(body),
             }
-        made.append((body, record_headers(facts, outcome.status)))
+        made.append((body, record_properties(facts, outcome.status, outcome.job_id, now)))
     return made, sizes
 
 
-async def publish(stream: str, made: list[tuple[bytes, dict[str, Any]]]) -> None:
+async def publish(stream: str, made: Made) -> None:
     connection = await aiormq.connect(AMQP_URL)
     channel = await connection.channel()
     await channel.queue_declare(stream, durable=True, arguments={"x-queue-type": "stream"})
     await channel.confirm_delivery()
-    now = datetime.now(UTC)
     batch = []
-    for body, headers in made:
-        properties = aiormq.spec.Basic.Properties(
-            content_type=CONTENT_TYPE, content_encoding=CONTENT_ENCODING, delivery_mode=2,
-            timestamp=now, message_type=MESSAGE_TYPE, app_id=APP_ID, headers=headers,
-        )  # fmt: skip
+    for body, properties in made:
         batch.append(channel.basic_publish(body, routing_key=stream, properties=properties))
         if len(batch) >= 500:
             await asyncio.gather(*batch)
