@@ -23,9 +23,12 @@ import orjson
 from worker.rerender.page.page_data import PageError, PageLimits, collect
 
 _ASSETS = ("drift.html", "drift.css", "drift.js")
-# In drift.html: where the title, the content security policy, the style sheet, the
-# script and the data go.
-_TITLE, _CSP, _CSS, _JS, _DATA = "{{title}}", "{{csp}}", "/*{{css}}*/", "/*{{js}}*/", "{{data}}"
+# The pages' shared <head> (security policy, title, style sheet), and its slot in a page.
+_HEAD_ASSET, _HEAD = "head.html", "{{head}}"
+# In a page and its head: where the generator, the title, the content security policy,
+# the style sheet, the script and the data go.
+_GENERATOR, _TITLE, _CSP = "{{generator}}", "{{title}}", "{{csp}}"
+_CSS, _JS, _DATA = "/*{{css}}*/", "/*{{js}}*/", "{{data}}"
 _JSON_ESCAPES = {
     b"<": b"\\u003c",
     b">": b"\\u003e",
@@ -64,14 +67,21 @@ def content_security_policy(css: str, js: str) -> str:
 def render_page(data: dict[str, Any]) -> bytes:
     """The whole HTML document for the page data `data` (see `page_data.collect`)."""
     title = f"Drift: {Path(data['input']).name} → {Path(data['output']).name}"
-    return assemble(_ASSETS, title, data)
+    return assemble(_ASSETS, "rerender", title, data)
 
 
-def assemble(assets: tuple[str, str, str], title: str, data: dict[str, Any]) -> bytes:
-    """A self-contained page: its HTML, style sheet and script (files of this package),
-    its title and its data put in their slots."""
+def assemble(
+    assets: tuple[str, str, str], generator: str, title: str, data: dict[str, Any]
+) -> bytes:
+    """A self-contained page: its HTML with the shared head, style sheet and script
+    (files of this package), the command that made it (`generator`), its title and its
+    data put in their slots."""
     page, css, js = (_asset(name) for name in assets)
+    if page.count(_HEAD) != 1:
+        raise AssertionError(f"page assets {assets}: slot {_HEAD} missing or repeated")
+    page = page.replace(_HEAD, _asset(_HEAD_ASSET).rstrip("\n"))
     parts = {
+        _GENERATOR: html.escape(generator),
         _TITLE: html.escape(title),
         _CSP: content_security_policy(css, js),
         _CSS: css,

@@ -25,9 +25,8 @@ class FleetPageSummary:
 def write_fleet_page(data: dict[str, Any], html_path: str | Path) -> FleetPageSummary:
     """Write the page of `data` (`FleetData.page_data()`); raises PageError."""
     archive = data["archive"]
-    content = assemble(
-        _ASSETS, f"Fleet: {archive['stream']} since {archive['window']['since']}", data
-    )
+    title = f"Fleet: {archive['stream']} since {archive['window']['since']}"
+    content = assemble(_ASSETS, "report", title, data)
     target = Path(html_path)
     write_whole(target, content)
     return FleetPageSummary(
