@@ -14,22 +14,27 @@ from typing import Any
 
 import orjson
 import pytest
+from yarl import URL
 
 from tests.archive.streams import archive_stream, publish, record_of
 from tests.data import REPO
+from tests.integration.helpers import free_port
 from tests.rerender.files import CONFIG
 from tests.rerender.runs import EDIT_BEFORE, conformance_cases, tarsy_template_edit
 from tests.unavailable import AMQP_URL
 from worker.cli import main
 from worker.families import FAMILIES
+from worker.transport.link.broker_failures import broker_address
 
 pytestmark = pytest.mark.broker
 
 
-def rerender(out: Path, stream: str, *extra: str) -> tuple[int, dict[str, Any]]:
+def rerender(
+    out: Path, stream: str, *extra: str, url: str = AMQP_URL
+) -> tuple[int, dict[str, Any]]:
     report = out.with_suffix(".report.json")
     code = main(
-        ["rerender", "--from-archive", AMQP_URL, "--archive-stream", stream,
+        ["rerender", "--from-archive", url, "--archive-stream", stream,
          "--out", str(out), "--config", CONFIG, "--progress", "off",
          "--report", str(report), "--diff-limit", "0", *extra]
     )  # fmt: skip
@@ -72,6 +77,21 @@ def test_every_record_renders_the_same_and_a_template_edit_flags_only_its_jobs(
     assert expected and changed == expected
     assert report["totals"]["drift"]["changed"] == len(expected)
     assert report["totals"]["drift"]["same"] == len(cases) - len(expected)
+
+
+def test_a_list_of_addresses_is_read_from_the_first_node_that_answers(
+    tmp_path: Path, cases: list[dict[str, Any]]
+) -> None:
+    # A cluster's addresses, the first of them down: the read moves on to the next.
+    down = f"amqp://guest:guest@127.0.0.1:{free_port()}/"
+    with archive_stream("addresses") as stream:
+        asyncio.run(publish(stream, [record_of(case) for case in cases[:5]]))
+        code, report = rerender(
+            tmp_path / "o.jsonl", stream, "--since", "1h", url=f"{down},{AMQP_URL}"
+        )
+    assert code == 0
+    assert report["totals"]["drift"] == {"same": 5, "changed": 0, "error": 0}
+    assert report["archive"]["broker"] == f"127.0.0.1:{URL(down).port}, {broker_address(AMQP_URL)}"
 
 
 def test_a_job_recorded_twice_is_flagged_each_time(

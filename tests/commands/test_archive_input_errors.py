@@ -59,6 +59,19 @@ def test_an_unreachable_broker_is_one_line(tmp_path: Path) -> None:
     )
 
 
+def test_a_list_of_unreachable_brokers_names_each_in_one_line(tmp_path: Path) -> None:
+    first, second = free_port(), free_port()
+    addresses = f"amqp://guest:guest@127.0.0.1:{first}/,amqp://guest:guest@127.0.0.1:{second}/"
+    result = prompt_worker(
+        "report", "--from-archive", addresses, "--since", "1d", "--html", str(tmp_path / "p")
+    )
+    assert result.returncode == 2
+    assert one_line(result.stderr) == (
+        f"prompt-worker report: cannot reach the broker at 127.0.0.1:{first}, "
+        f"127.0.0.1:{second}: connection refused"
+    )
+
+
 @pytest.mark.broker
 @pytest.mark.parametrize("command", ["rerender", "report"])
 def test_a_stream_that_is_not_there_is_one_line(tmp_path: Path, command: str) -> None:

@@ -17,8 +17,7 @@ one burst, so a record missed by a too-short pause would be one the run never re
 
 import asyncio
 import datetime
-import ssl
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -76,15 +75,13 @@ class ArchiveReader:
 
     def __init__(
         self,
-        url: str,
+        connect: Callable[[], Awaitable[AbstractConnection]],
         stream: str,
         *,
         prefetch: int = DEFAULT_PREFETCH,
-        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.url = url
-        # For amqps://: the CA, client certificate and key of serve's --tls-* files.
-        self.ssl_context = ssl_context
+        # Opens the connection: the caller's, which knows the addresses and TLS files.
+        self._connect = connect
         self.stream = stream
         self.prefetch = prefetch
         self._connection: AbstractConnection | None = None
@@ -95,7 +92,7 @@ class ArchiveReader:
         self._last_tag = 0
 
     async def __aenter__(self) -> "ArchiveReader":
-        self._connection = await aiormq.connect(self.url, context=self.ssl_context)
+        self._connection = await self._connect()
         try:
             await self._open_channel()
         except BaseException:

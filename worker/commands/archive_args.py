@@ -50,13 +50,13 @@ def archive_source(args: argparse.Namespace, env: dict[str, str]) -> "ArchiveSou
     from worker.archive.read_window import Window, WindowError, parse_when
     from worker.archive.reading import DEFAULT_STREAM
     from worker.rerender.archive_input import ArchiveSource
-    from worker.transport.link.addresses import first_address
+    from worker.transport.link.addresses import split_addresses
     from worker.transport.link.broker_failures import broker_address
     from worker.transport.link.tls import TlsFilesError, connect_kwargs
     from worker.transport.settings import parse_amqp_url
 
     try:
-        url = first_address(parse_amqp_url(args.from_archive))
+        urls = tuple(split_addresses(parse_amqp_url(args.from_archive)))
     except ValueError as exc:
         raise ArchiveArgumentError(f"--from-archive: {exc}") from None
     if not args.since:
@@ -78,11 +78,16 @@ def archive_source(args: argparse.Namespace, env: dict[str, str]) -> "ArchiveSou
         sessions=frozenset(args.sessions),
     )
     try:
-        ssl_context = connect_kwargs(url, _tls_files(args, env)).get("ssl_context")
+        # One scheme for every address (split_addresses): the first one's TLS serves all.
+        ssl_context = connect_kwargs(urls[0], _tls_files(args, env)).get("ssl_context")
     except TlsFilesError as exc:
         raise ArchiveArgumentError(f"--from-archive: {exc}") from None
     return ArchiveSource(
-        url=url, stream=stream, window=window, where=broker_address(url), ssl_context=ssl_context
+        urls=urls,
+        stream=stream,
+        window=window,
+        where=", ".join(broker_address(url) for url in urls),
+        ssl_context=ssl_context,
     )
 
 
@@ -141,7 +146,7 @@ def _read_errors(source: "ArchiveSource") -> Iterator[None]:
     from worker.archive.reading import ArchiveError
     from worker.ops.logs import silence_broker_libraries
     from worker.rerender.archive_input import ArchiveReadError
-    from worker.transport.link.broker_failures import connect_failure
+    from worker.transport.link.broker_failures import ConnectFailed, connect_failure
 
     silence_broker_libraries()
     try:
@@ -150,5 +155,5 @@ def _read_errors(source: "ArchiveSource") -> Iterator[None]:
         raise ArchiveArgumentError(f"{exc}; what was read is kept: --resume continues") from None
     except ArchiveError as exc:
         raise ArchiveArgumentError(f"{exc} (broker {source.where})") from None
-    except (AMQPError, OSError, TimeoutError) as exc:
+    except (AMQPError, OSError, TimeoutError, ConnectFailed) as exc:
         raise ArchiveArgumentError(connect_failure(source.where, exc)) from None

@@ -20,12 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+import aiormq
 import orjson
+from aiormq.abc import AbstractConnection
 
 from worker.archive.decode import BadRecord, NewerRecord, decode_record
 from worker.archive.read_window import Window
 from worker.archive.reading import ArchiveReader, Delivery
 from worker.rerender.progress import Progress, make_progress
+from worker.transport.link.addresses import connect_first
 
 SPOOL_SUFFIX = ".archive.jsonl"
 STATE_SUFFIX = ".archive.json"
@@ -41,13 +44,22 @@ class ArchiveReadError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ArchiveSource:
-    url: str
+    # The broker's addresses (a cluster's nodes), tried in order until one answers.
+    urls: tuple[str, ...]
     stream: str
     window: Window
-    # host:port, for the state and the report: never the URL's credentials.
+    # host:port (of each address), for the state and the report: never credentials.
     where: str
     # For amqps://: the context of the --tls-* files (or PROMPT_WORKER_TLS_* variables).
     ssl_context: ssl.SSLContext | None = None
+
+    async def connect(self) -> AbstractConnection:
+        """A connection to the first of the addresses that answers."""
+
+        async def attempt(url: str) -> AbstractConnection:
+            return await aiormq.connect(url, context=self.ssl_context)
+
+        return await connect_first(list(self.urls), attempt)
 
 
 @dataclass(slots=True)
@@ -205,7 +217,7 @@ class RecordSink(Protocol):
 
 async def _read(source: ArchiveSource, spool: RecordSink, bar: _Bar) -> None:
     state, window = spool.state, source.window
-    async with ArchiveReader(source.url, source.stream, ssl_context=source.ssl_context) as reader:
+    async with ArchiveReader(source.connect, source.stream) as reader:
         if state.end_offset is None:
             end = await reader.find_end()
             if end is None or (window.before(end.timestamp)):
