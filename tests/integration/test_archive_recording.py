@@ -125,9 +125,11 @@ async def test_ok_and_error_jobs_are_recorded_as_they_were_answered(
     assert badr.record["error"] == bad["error"]
     assert "messages" not in badr.record
     assert badr.record["job"]["job_id"] == "archived-bad"
+    # An error reply names no family; the record's header does, from the job's kind.
     assert strip_stream_headers(badr.message.headers) == {
         "record": 1,
         "kind": "react",
+        "family": "tarsy",
         "status": "error",
     }
     assert by_id[None].record["job"] is None

@@ -51,6 +51,7 @@ from worker.archive.record import (
     record_properties,
     session_id_of,
 )
+from worker.families import family_name
 from worker.ops.metrics import Metrics
 from worker.render.replies import RenderOutcome
 
@@ -178,7 +179,8 @@ class ArchiveRecorder:
             job=job,
             tools_json=outcome.tools_json,
             kind=outcome.kind,
-            family=outcome.family,
+            # An error reply names no family; its job's kind, when it is one, does.
+            family=outcome.family or family_name(outcome.kind),
             session_id=session_id_of(job),
         )
         data = record_json(facts, outcome.body, now, self.worker_version)

@@ -34,6 +34,17 @@ FAMILIES: dict[Kind, Family] = {
 assert set(FAMILIES) == set(Kind), "every kind needs a family"
 
 
+def family_name(kind: str | None) -> str | None:
+    """The name of the family that builds `kind` (a kind's wire value), None for a kind
+    that is missing or not one of ours."""
+    if kind is None:
+        return None
+    try:
+        return FAMILIES[Kind(kind)].name
+    except ValueError:
+        return None
+
+
 def prepare_states(config: ConfigSections) -> dict[str, object]:
     """Each family's start-up state (`Family.prepare`) from its own section of `config`,
     keyed by family name: the `RenderContext.family_state` the builders read."""
