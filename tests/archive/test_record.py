@@ -1,9 +1,14 @@
 """The archive record's wire format (worker.archive.record): expected bytes written out."""
 
+import asyncio
+import os
+from collections.abc import Awaitable
+
 import zstandard
 
 from schemas.archive import ErrorRecord, OkRecord, parse_record
 from worker.archive.record import (
+    COMPRESS_IN_THREAD_ABOVE,
     RecordCompressor,
     RecordFacts,
     answered_at_text,
@@ -106,3 +111,35 @@ def test_the_default_stream_is_serves_default() -> None:
     from worker.transport.setting_flags import DEFAULT_ARCHIVE_STREAM
 
     assert DEFAULT_STREAM == DEFAULT_ARCHIVE_STREAM == "build-prompt.archive"
+
+
+async def ticks_while(work: Awaitable[bytes]) -> tuple[bytes, int]:
+    """`work`'s result, and how often another task of the loop ran while it was awaited."""
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+
+    running = asyncio.create_task(ticker())
+    await asyncio.sleep(0)  # the ticker waits at its first sleep
+    started = ticks
+    try:
+        result = await work
+    finally:
+        running.cancel()
+    return result, ticks - started
+
+
+async def test_a_large_record_is_compressed_off_the_event_loop() -> None:
+    compressor = RecordCompressor()
+    small = b'{"job":"' + b"x" * 1000 + b'"}'
+    large = b'{"job":"' + os.urandom(COMPRESS_IN_THREAD_ABOVE).hex().encode() + b'"}'
+    body, ticks = await ticks_while(compressor.compress_async(small))
+    # A small record is compressed at once: nothing else runs meanwhile.
+    assert ticks == 0 and decompress_record(body) == small
+    body, ticks = await ticks_while(compressor.compress_async(large))
+    # A large one in a thread: the loop goes on with its other tasks meanwhile.
+    assert ticks > 0 and decompress_record(body) == large

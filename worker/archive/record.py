@@ -21,6 +21,7 @@ when the job had none),
 `record` (the version), `kind`, `family`, `session_id`, `status`.
 """
 
+import asyncio
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,6 +41,9 @@ APP_ID = "prompt-worker"
 # zstd level 1: the fastest of the levels that compress JSON well (docs/ARCHIVE.md,
 # "Retention and sizes"); higher levels cost CPU per job for a few percent of bytes.
 ZSTD_LEVEL = 1
+# Records larger than this (uncompressed) are compressed off the event loop: a thread
+# costs ~50 µs, worth it only where zstd itself takes a millisecond or more.
+COMPRESS_IN_THREAD_ABOVE = 1 << 20
 
 HEADER_RECORD = "record"
 HEADER_KIND = "kind"
@@ -129,10 +133,21 @@ class RecordCompressor:
     """zstd at `ZSTD_LEVEL` with one reused context (not thread-safe: one per loop)."""
 
     def __init__(self, level: int = ZSTD_LEVEL) -> None:
+        self.level = level
         self._compressor = zstandard.ZstdCompressor(level=level)
 
     def compress(self, data: bytes) -> bytes:
         return self._compressor.compress(data)
+
+    async def compress_async(self, data: bytes) -> bytes:
+        """`compress(data)`, in a worker thread when `data` is large: zstd takes tens of
+        milliseconds on a record of tens of MB, which every other job's reply and
+        acknowledgement would wait for on the event loop (zstandard lets go of the GIL
+        while it compresses)."""
+        if len(data) <= COMPRESS_IN_THREAD_ABOVE:
+            return self._compressor.compress(data)
+        # A context of its own: the reused one is not thread-safe.
+        return await asyncio.to_thread(zstandard.ZstdCompressor(level=self.level).compress, data)
 
 
 def decompress_record(body: bytes) -> bytes:

@@ -158,7 +158,8 @@ class ArchiveRecorder:
         """Publish `outcome`'s record and wait for its confirm, bounded; never raises."""
         deadline = time.monotonic() + self.settings.confirm_timeout
         try:
-            body, properties = self._encode(outcome)
+            data, properties = self._encode(outcome)
+            body = await self._compressor.compress_async(data)
         except Exception as exc:  # a bug of ours: the job goes on without its record
             self._lost("failed", error=repr(exc))
             return
@@ -173,6 +174,7 @@ class ArchiveRecorder:
             self._lost(result, error=detail)
 
     def _encode(self, outcome: RenderOutcome) -> tuple[bytes, Basic.Properties]:
+        """The record's uncompressed JSON and its properties."""
         now = time.time()
         job = outcome.job
         facts = RecordFacts(
@@ -185,7 +187,7 @@ class ArchiveRecorder:
         )
         data = record_json(facts, outcome.body, now, self.worker_version)
         properties = record_properties(facts, outcome.status, outcome.job_id, now)
-        return self._compressor.compress(data), properties
+        return data, properties
 
     async def _publish(
         self, body: bytes, properties: Basic.Properties, deadline: float
