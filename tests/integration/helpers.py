@@ -202,6 +202,23 @@ class WorkerProcess:
             raise AssertionError(f"{exc}; last exposition:\n{exposition}") from None
         return exposition
 
+    async def metric_at_least(self, series: str, minimum: float, within: float = 15.0) -> str:
+        """The /metrics exposition once `series` (name and labels) counts `minimum` or
+        more. For a series exposed from the start at 0 (a counter with its labels set up
+        front), waiting for its line alone would not wait for the count."""
+        exposition = ""
+
+        async def reached() -> bool:
+            nonlocal exposition
+            _, exposition = await self.http_get("/metrics")
+            return series in exposition and metric_value(exposition, series) >= minimum
+
+        try:
+            await wait_for(reached, within, f"{series} to reach {minimum:g}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last exposition:\n{exposition}") from None
+        return exposition
+
     async def readyz(self, port: int | None = None) -> int | None:
         """The /readyz status, or None while nothing answers."""
         try:

@@ -190,13 +190,10 @@ async def test_a_stream_deleted_mid_run_costs_no_job_and_is_declared_again(
     await worker.metrics_showing('prompt_worker_archive_records_total{outcome="written"} 5.0')
     await channel.queue_delete(archive_stream(topo))
     await answer_all(client, "after", 5)
-    # The first record after the deletion was returned; the stream is declared again.
-    exposition = await worker.metrics_showing(
-        'prompt_worker_archive_records_total{outcome="unroutable"}'
-    )
-    assert (
-        metric_value(exposition, 'prompt_worker_archive_records_total{outcome="unroutable"}') >= 1
-    )
+    # The first record after the deletion was returned (the reply went out before its
+    # record: the count comes a moment after the caller's answer); the stream is
+    # declared again.
+    await worker.metric_at_least('prompt_worker_archive_records_total{outcome="unroutable"}', 1)
     assert (await archive_status(worker))["lost"]["unroutable"] >= 1
     lost = next(e for e in worker.log_events() if e.get("event") == "archive_record_lost")
     assert lost["outcome"] == "unroutable"
