@@ -4,6 +4,7 @@ import pytest
 from hypothesis import settings
 
 from tests.data import CONFORMANCE
+from tests.lanes import in_lane, lane
 from tests.unavailable import pytest_runtest_setup as pytest_runtest_setup
 from worker.render.config import WorkerConfig, load_config
 from worker.render.renderer import Renderer
@@ -33,3 +34,17 @@ def conformance_renderer(conformance_config: WorkerConfig) -> Renderer:
 def renderer() -> Renderer:
     """A renderer with an empty configuration (no MCP servers)."""
     return Renderer()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a lane of scripts/test (tests/lanes.py), only that lane's tests run."""
+    name = lane()
+    if name is None:
+        return
+    kept: list[pytest.Item] = []
+    left: list[pytest.Item] = []
+    for item in items:
+        (kept if in_lane(item.path, name) else left).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept

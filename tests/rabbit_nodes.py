@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from tests.lanes import port_share
 from tests.unavailable import missing
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "rabbit-node"
@@ -59,9 +60,10 @@ def require_node_tools() -> None:
 # stay below Linux's ephemeral range (32768-60999), where the OS picks the ports of
 # outgoing connections, and clear of the system broker (5672, 25672), of the fixed
 # ports some tools default to (8080 for the worker's HTTP, 9090, 9190 for the stack),
-# and of the ports the integration helpers hand out for HTTP (10000-15000).
+# and of the ports the integration helpers hand out for HTTP (10000-15000). A stream's
+# replicas listen on 16000-16999 (scripts/rabbit-node sets osiris' range).
 DIST_OFFSET = 20000
-_PORTS = range(5800, 8000)
+_PORTS = port_share(range(5800, 8000))  # a lane's half (tests/lanes.py)
 _handed_out: set[int] = set()
 
 

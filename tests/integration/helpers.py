@@ -23,6 +23,8 @@ import pytest
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 from yarl import URL
 
+from tests.lanes import port_share
+
 # Re-exported: the broker tests import everything about the broker from here.
 from tests.unavailable import AMQP_URL as AMQP_URL
 from tests.unavailable import broker_reachable as broker_reachable
@@ -98,7 +100,7 @@ _handed_out: set[int] = set()
 # port handed out here in the moment between the check and the worker's bind. Clear
 # of the extra RabbitMQ nodes' ports (5800-7999 and their distribution ports
 # 25800-27999, tests/rabbit_nodes.py) and of the stack's (9190, 15782, 15792).
-_PORTS = range(10000, 15000)
+_PORTS = port_share(range(10000, 15000))  # a lane's half (tests/lanes.py)
 
 
 def _bindable(port: int) -> bool:
@@ -118,7 +120,7 @@ def free_port() -> int:
     (`--processes 2` listens on port and port + 1).
     """
     while True:
-        port = random.choice(_PORTS)
+        port = random.choice(_PORTS[:-1])  # port + 1 stays in this lane's share
         if {port, port + 1} & _handed_out:
             continue
         if _bindable(port) and _bindable(port + 1):
