@@ -21,6 +21,7 @@ from tests.integration.helpers import (
     a_job,
     drain,
     queue_depth,
+    wait_for,
 )
 from tests.integration.test_link_detection import answered_ids, publish
 from tests.rabbit_nodes import ExtraNode
@@ -31,6 +32,17 @@ pytestmark = pytest.mark.broker
 
 CONSUMER_TIMEOUT_MS = 5000
 REFUSED_FOR = 3 * CONSUMER_TIMEOUT_MS / 1000
+
+
+async def until_applied(node: ExtraNode, policy: str, queue: str, within: float = 60.0) -> None:
+    """Until the node lists `policy` as `queue`'s (a policy takes effect a moment after
+    rabbitmqctl returns, longer on a busy machine)."""
+
+    async def applied() -> bool:
+        listing = await asyncio.to_thread(node.ctl, "list_queues", "name", "policy", "-q")
+        return f"{queue}\t{policy}" in listing.stdout.splitlines()
+
+    await wait_for(applied, within, f"policy {policy} on {queue}", interval=0.2)
 
 
 @pytest.mark.slow
@@ -62,6 +74,8 @@ async def test_a_job_held_past_the_consumer_timeout_while_its_reply_is_refused_i
                 "--apply-to",
                 "queues",
             )
+            # The jobs go out once the queue refuses.
+            await until_applied(node, "full-replies", topo.reply_queue)
             ids = [f"held-{i}" for i in range(5)]
             await publish(channel, topo.request_queue, ids)
             await asyncio.sleep(REFUSED_FOR)
