@@ -51,6 +51,18 @@ def job_lines(worker: WorkerProcess) -> list[dict[str, Any]]:
     return [e for e in worker.log_events() if e.get("event") == "job"]
 
 
+async def logged_jobs(worker: WorkerProcess, count: int) -> list[dict[str, Any]]:
+    """The job lines, once there are `count`: a job's line is written after its reply
+    went out and its record and settlement are done, a moment after its caller has the
+    reply (or the dead-letter queue the job)."""
+
+    async def logged() -> bool:
+        return len(job_lines(worker)) >= count
+
+    await wait_for(logged, 30, f"{count} job lines")
+    return job_lines(worker)
+
+
 def events(worker: WorkerProcess, name: str) -> list[dict[str, Any]]:
     return [e for e in worker.log_events() if e.get("event") == name]
 
@@ -139,7 +151,7 @@ async def test_a_reply_the_broker_refuses_is_held_until_the_queue_has_room(
     [after] = await drain(channel, topo.reply_queue, 1)
     assert orjson.loads(after.body)["job_id"] == "waiting"
     await worker.wait_ready()
-    lines = job_lines(worker)
+    lines = await logged_jobs(worker, 2)
     assert sorted((e["job_id"], e["settled"], e["attempt"]) for e in lines) == [
         ("refused", "acked", 0),
         ("waiting", "acked", 0),
@@ -256,7 +268,7 @@ async def test_a_bug_in_the_render_path_is_retried_with_backoff_then_answered_in
     assert error["code"] == "internal"
     assert "InjectedFault" in error["message"]
     assert dead.body == body
-    lines = job_lines(worker)
+    lines = await logged_jobs(worker, DELIVERIES)
     assert [e["settled"] for e in lines] == ["requeued"] * DELIVERY_LIMIT + ["dead_lettered"]
     assert [e["attempt"] for e in lines] == list(range(DELIVERIES))
     assert all("InjectedFault" in e["reason"] for e in lines[:-1])
@@ -324,7 +336,7 @@ async def test_a_reply_above_the_brokers_max_message_size_becomes_an_error_reply
         # second delivery was answered with the error. No third.
         [learned] = events(worker, "broker_max_message_size")
         assert learned["limit_bytes"] == NODE_LIMIT
-        lines = job_lines(worker)
+        lines = await logged_jobs(worker, 2)
         assert [e["settled"] for e in lines] == ["unsettled", "dead_lettered"]
 
         # The worker is still consuming on its reopened channel.
