@@ -1,12 +1,13 @@
 """Lanes: the full suite as pytest processes side by side (scripts/test).
 
 Most of the broker suites' time is waiting (for a node to restart, a heartbeat to
-lapse, a queue leader to move), so `scripts/test` runs `tests/integration` in one
-process, everything else in another and the RabbitMQ 4.0 run in a third. A process
-says which part of the suite it runs (`PROMPT_WORKER_TEST_LANE`: `integration` or
-`rest`; unset, every test it is given) and takes its own part of the ports the tests
-hand out (`PROMPT_WORKER_TEST_PORTS`: `k/n`, the k-th of n parts; unset, all of them),
-so that no two pick the same port for a worker, a proxy or an extra RabbitMQ node.
+lapse, a queue leader to move), so `scripts/test` runs `tests/integration` and
+`tests/deploy` in one process and everything else, then the RabbitMQ 4.0 run, in
+another. A process says which part of the suite it runs (`PROMPT_WORKER_TEST_LANE`:
+`integration` or `rest`; unset, every test it is given) and takes its own part of the
+ports the tests hand out (`PROMPT_WORKER_TEST_PORTS`: `k/n`, the k-th of n parts;
+unset, all of them), so that no two pick the same port for a worker, a proxy or an
+extra RabbitMQ node.
 """
 
 import os
@@ -14,7 +15,8 @@ from pathlib import Path
 
 LANE_ENV = "PROMPT_WORKER_TEST_LANE"
 PORTS_ENV = "PROMPT_WORKER_TEST_PORTS"
-INTEGRATION = Path(__file__).resolve().parent / "integration"
+# Lane `integration`'s directories: the broker suites, and the deployment's (Docker).
+INTEGRATION = tuple(Path(__file__).resolve().parent / name for name in ("integration", "deploy"))
 LANES = ("integration", "rest")
 
 
@@ -30,7 +32,8 @@ def in_lane(path: Path, name: str | None) -> bool:
     """Whether the test file at `path` runs in lane `name`."""
     if name is None:
         return True
-    return path.resolve().is_relative_to(INTEGRATION) == (name == "integration")
+    inside = any(path.resolve().is_relative_to(directory) for directory in INTEGRATION)
+    return inside == (name == "integration")
 
 
 def port_share(ports: range) -> range:
