@@ -191,32 +191,36 @@ class WorkerProcess:
         """The /metrics exposition once it holds every one of `lines`. A reply reaches
         its caller before the worker counts the job, so a test reading the metrics right
         after its reply would race the counting."""
-        exposition = ""
-
-        async def shown() -> bool:
-            nonlocal exposition
-            _, exposition = await self.http_get("/metrics")
-            return all(line in exposition for line in lines)
-
-        try:
-            await wait_for(shown, within, f"/metrics to show {lines}")
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; last exposition:\n{exposition}") from None
-        return exposition
+        return await self._metrics_once(
+            lambda exposition: all(line in exposition for line in lines),
+            f"/metrics to show {lines}",
+            within,
+        )
 
     async def metric_at_least(self, series: str, minimum: float, within: float = 15.0) -> str:
         """The /metrics exposition once `series` (name and labels) counts `minimum` or
         more. For a series exposed from the start at 0 (a counter with its labels set up
         front), waiting for its line alone would not wait for the count."""
+        return await self._metrics_once(
+            lambda exposition: series in exposition and metric_value(exposition, series) >= minimum,
+            f"{series} to reach {minimum:g}",
+            within,
+        )
+
+    async def _metrics_once(
+        self, condition: Callable[[str], bool], what: str, within: float
+    ) -> str:
+        """The /metrics exposition once `condition` holds of it; on a timeout, the
+        last exposition read is in the error."""
         exposition = ""
 
-        async def reached() -> bool:
+        async def holds() -> bool:
             nonlocal exposition
             _, exposition = await self.http_get("/metrics")
-            return series in exposition and metric_value(exposition, series) >= minimum
+            return condition(exposition)
 
         try:
-            await wait_for(reached, within, f"{series} to reach {minimum:g}")
+            await wait_for(holds, within, what)
         except AssertionError as exc:
             raise AssertionError(f"{exc}; last exposition:\n{exposition}") from None
         return exposition
