@@ -163,6 +163,20 @@ class WorkerProcess:
                 events.append(orjson.loads(line))
         return events
 
+    def job_lines(self) -> list[dict[str, Any]]:
+        return [e for e in self.log_events() if e.get("event") == "job"]
+
+    async def logged_jobs(self, count: int, within: float = 30.0) -> list[dict[str, Any]]:
+        """The job lines, once there are `count`: a job's line is written after its reply
+        went out and its record and settlement are done, a moment after its caller has the
+        reply (or the dead-letter queue the job)."""
+
+        async def logged() -> bool:
+            return len(self.job_lines()) >= count
+
+        await wait_for(logged, within, f"{count} job lines")
+        return self.job_lines()
+
     def signal(self, sig: signal.Signals) -> None:
         if self.process.poll() is None:
             self.process.send_signal(sig)

@@ -179,6 +179,7 @@ async def test_debug_level_does_log_payloads(
     worker = start_worker(env={"PROMPT_WORKER_LOG_LEVEL": "debug"})
     await worker.wait_ready()
     await _send_canaries(client, canary)
+    await worker.logged_jobs(4)
     assert canary in worker.logs()
 
 
@@ -324,16 +325,9 @@ async def test_big_jobs_render_in_the_helper_process_while_small_ones_flow(
     assert {r["status"] for r in replies} == {"ok"}
     assert len(replies[0]["messages"][1]["content"]) > 1_000_000
 
-    def job_lines() -> dict[str, dict[str, Any]]:
-        return {e["job_id"]: e for e in worker.log_events() if e.get("event") == "job"}
-
-    async def all_logged() -> bool:
-        return len(job_lines()) == 51
-
     # A reply can reach the client before the worker has the confirm, and with it
     # writes the job's line.
-    await wait_for(all_logged, 30, "a log line per job")
-    lines = job_lines()
+    lines = {e["job_id"]: e for e in await worker.logged_jobs(51)}
     assert lines["big"]["offloaded"] is True
     assert lines["small-0"]["offloaded"] is False
 

@@ -47,22 +47,6 @@ DELIVERY_LIMIT = 2
 DELIVERIES = DELIVERY_LIMIT + 1
 
 
-def job_lines(worker: WorkerProcess) -> list[dict[str, Any]]:
-    return [e for e in worker.log_events() if e.get("event") == "job"]
-
-
-async def logged_jobs(worker: WorkerProcess, count: int) -> list[dict[str, Any]]:
-    """The job lines, once there are `count`: a job's line is written after its reply
-    went out and its record and settlement are done, a moment after its caller has the
-    reply (or the dead-letter queue the job)."""
-
-    async def logged() -> bool:
-        return len(job_lines(worker)) >= count
-
-    await wait_for(logged, 30, f"{count} job lines")
-    return job_lines(worker)
-
-
 def events(worker: WorkerProcess, name: str) -> list[dict[str, Any]]:
     return [e for e in worker.log_events() if e.get("event") == name]
 
@@ -136,7 +120,7 @@ async def test_a_reply_the_broker_refuses_is_held_until_the_queue_has_room(
     assert metric_value(exposition, "prompt_worker_replies_held") == 1
     assert metric_value(exposition, "prompt_worker_in_flight") == 1
     assert metric_value(exposition, 'prompt_worker_reply_refusals_total{cause="nack"}') > DELIVERIES
-    assert not job_lines(worker), "no job settled, nor the waiting one rendered"
+    assert not worker.job_lines(), "no job settled, nor the waiting one rendered"
     [refused] = events(worker, "reply_refused")
     assert refused["job_id"] == "refused"
     [backpressure] = events(worker, "reply_backpressure")
@@ -151,7 +135,7 @@ async def test_a_reply_the_broker_refuses_is_held_until_the_queue_has_room(
     [after] = await drain(channel, topo.reply_queue, 1)
     assert orjson.loads(after.body)["job_id"] == "waiting"
     await worker.wait_ready()
-    lines = await logged_jobs(worker, 2)
+    lines = await worker.logged_jobs(2)
     assert sorted((e["job_id"], e["settled"], e["attempt"]) for e in lines) == [
         ("refused", "acked", 0),
         ("waiting", "acked", 0),
@@ -175,7 +159,7 @@ async def test_a_default_reply_queue_deleted_under_the_worker_is_declared_again(
         )
 
         async def answered(job_id: str = job_id) -> bool:
-            return any(e.get("job_id") == job_id for e in job_lines(worker))
+            return any(e.get("job_id") == job_id for e in worker.job_lines())
 
         # Reading the queue before the worker declared it again would fail.
         await wait_for(answered, 60, f"{job_id} to be answered")
@@ -184,7 +168,7 @@ async def test_a_default_reply_queue_deleted_under_the_worker_is_declared_again(
 
     # Declared again once, by the first job; both jobs answered and acknowledged once.
     assert len(events(worker, "reply_queue_redeclared")) == 1
-    assert [e["settled"] for e in job_lines(worker)] == ["acked", "acked"]
+    assert [e["settled"] for e in worker.job_lines()] == ["acked", "acked"]
     assert await queue_depth(channel, topo.request_queue) == 0
     assert await queue_depth(channel, topo.dead_letter_queue) == 0
 
@@ -233,7 +217,7 @@ async def test_a_reply_queue_that_cannot_be_declared_again_stalls_nothing(
             # The worker's own lines tell it all; the library's error line is not shown.
             assert "Callback <OneShotCallback" not in worker.logs()
             assert events(worker, "reply_queue_declare_failed")
-            assert not any(e.get("settled") == "acked" for e in job_lines(worker))
+            assert not any(e.get("settled") == "acked" for e in worker.job_lines())
             assert await queue_depth(channel, topo.request_queue) == 1  # kept, not lost
 
             rabbitmqctl("set_vhost_limits", "-p", vhost, '{"max-queues": -1}')
@@ -268,7 +252,7 @@ async def test_a_bug_in_the_render_path_is_retried_with_backoff_then_answered_in
     assert error["code"] == "internal"
     assert "InjectedFault" in error["message"]
     assert dead.body == body
-    lines = await logged_jobs(worker, DELIVERIES)
+    lines = await worker.logged_jobs(DELIVERIES)
     assert [e["settled"] for e in lines] == ["requeued"] * DELIVERY_LIMIT + ["dead_lettered"]
     assert [e["attempt"] for e in lines] == list(range(DELIVERIES))
     assert all("InjectedFault" in e["reason"] for e in lines[:-1])
@@ -336,7 +320,7 @@ async def test_a_reply_above_the_brokers_max_message_size_becomes_an_error_reply
         # second delivery was answered with the error. No third.
         [learned] = events(worker, "broker_max_message_size")
         assert learned["limit_bytes"] == NODE_LIMIT
-        lines = await logged_jobs(worker, 2)
+        lines = await worker.logged_jobs(2)
         assert [e["settled"] for e in lines] == ["unsettled", "dead_lettered"]
 
         # The worker is still consuming on its reopened channel.
@@ -375,4 +359,4 @@ async def test_a_job_above_the_brokers_max_message_size_fails_its_call_not_the_c
 
     assert [a["status"] for a in answers if isinstance(a, dict)] == ["ok"] * 10, answers
     assert reply["status"] == "ok"
-    assert not any(e.get("job_id") == "too-big" for e in job_lines(worker))
+    assert not any(e.get("job_id") == "too-big" for e in worker.job_lines())

@@ -58,13 +58,9 @@ async def all_answered(ids: list[str], calls: list[asyncio.Task[dict[str, Any]]]
     assert {r["status"] for r in replies} == {"ok"}
 
 
-def job_lines(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in events if e.get("event") == "job"]
-
-
 def redelivered(worker: WorkerProcess) -> set[str]:
     """The jobs `worker` was handed again after another worker had held them."""
-    return {e["job_id"] for e in job_lines(worker.log_events()) if e["attempt"] >= 1}
+    return {e["job_id"] for e in worker.job_lines() if e["attempt"] >= 1}
 
 
 @pytest.mark.slow
@@ -133,7 +129,7 @@ async def test_sigterm_finishes_in_flight_jobs_and_exits_0(
     [stopping] = [e for e in events if e.get("event") == "stopping"]
     assert stopping["in_flight"] > 0, "no job was in flight at SIGTERM: nothing tested"
     # Everything the first worker took, it answered and acknowledged ...
-    first = job_lines(events)
+    first = worker.job_lines()
     assert {e["settled"] for e in first} == {"acked"}
 
     successor = start_worker()
@@ -143,7 +139,7 @@ async def test_sigterm_finishes_in_flight_jobs_and_exits_0(
     # such a message was never seen by the first worker.)
     assert client.unmatched_replies == 0
     answered_first = {e["job_id"] for e in first}
-    assert not answered_first & {e["job_id"] for e in job_lines(successor.log_events())}
+    assert not answered_first & {e["job_id"] for e in successor.job_lines()}
 
 
 async def _stall_with_jobs_in_flight(

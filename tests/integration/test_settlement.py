@@ -12,7 +12,6 @@ small good ones.
 import asyncio
 import signal
 from dataclasses import replace
-from typing import Any
 
 import aio_pika
 import orjson
@@ -103,10 +102,6 @@ async def dead_lettered_ids(channel: AbstractChannel, topo: Topology, count: int
     return sorted(m.body.decode().removeprefix("not json ") for m in dead)
 
 
-def job_lines(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in events if e.get("event") == "job"]
-
-
 async def test_a_drain_settles_every_delivery_once_as_decided(
     start_worker: StartWorker, topo: Topology, channel: AbstractChannel
 ) -> None:
@@ -127,7 +122,7 @@ async def test_a_drain_settles_every_delivery_once_as_decided(
     names = {e["event"] for e in events}
     # A delivery acknowledged twice, or an unknown tag, would have closed the channel.
     assert not names & {"broker_link_down", "broker_reconnected", "settle_failed"}
-    jobs = job_lines(events)
+    jobs = worker.job_lines()
     settled = sorted(e["settled"] for e in jobs)
     assert settled == sorted(["acked"] * (count - len(bad)) + ["dead_lettered"] * len(bad))
     offloaded = sorted(e["job_id"] for e in jobs if e["offloaded"])
@@ -253,7 +248,7 @@ async def test_deliveries_of_a_consumer_replaced_by_a_prefetch_switch_are_settle
     names = [e["event"] for e in events]
     assert "prefetch_switched" in names
     assert not set(names) & {"broker_link_down", "settle_failed", "prefetch_switch_failed"}
-    settled = sorted(e["settled"] for e in job_lines(events))
+    settled = sorted(e["settled"] for e in worker.job_lines())
     assert settled == sorted(
         ["acked"] * (count - len(bad))
         + ["dead_lettered"] * (len(bad) + 1)
