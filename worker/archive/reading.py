@@ -17,7 +17,7 @@ one burst, so a record missed by a too-short pause would be one the run never re
 
 import asyncio
 import datetime
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 import aiormq
 from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
 
+from worker.archive.connect import Connect
 from worker.archive.record import DEFAULT_STREAM as DEFAULT_STREAM
 
 OFFSET_HEADER = "x-stream-offset"
@@ -75,7 +76,7 @@ class ArchiveReader:
 
     def __init__(
         self,
-        connect: Callable[[], Awaitable[AbstractConnection]],
+        connect: Connect,
         stream: str,
         *,
         prefetch: int = DEFAULT_PREFETCH,

@@ -28,11 +28,9 @@ settings, no configure permission) is logged once and recording goes on.
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import aiormq
 from aiormq.abc import AbstractChannel, AbstractConnection
 from aiormq.exceptions import (
     ChannelAccessRefused,
@@ -44,6 +42,7 @@ from aiormq.exceptions import (
 from pamqp.commands import Basic
 from structlog.typing import FilteringBoundLogger
 
+from worker.archive.connect import Connect
 from worker.archive.record import (
     RecordCompressor,
     RecordFacts,
@@ -66,8 +65,6 @@ REFUSED_PAUSE = 10.0
 RECONNECT_FIRST = 0.5
 RECONNECT_CAP = 5.0
 OUTCOMES = ("written", "timeout", "refused", "unroutable", "closed", "failed")
-
-Connect = Callable[[], Awaitable[AbstractConnection]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,12 +340,3 @@ def _words(exc: BaseException) -> str:
         text = getattr(exc.frame, "reply_text", None)
         return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return f"{type(exc).__name__}: {exc}"[:300]
-
-
-def connect_with(url: str, **kwargs: Any) -> Connect:
-    """A `Connect` for one broker URL (tests and tools; serve passes its own)."""
-
-    async def connect() -> AbstractConnection:
-        return await aiormq.connect(url, **kwargs)
-
-    return connect

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-import aiormq
 import orjson
 from aiormq.abc import AbstractConnection
 
@@ -28,7 +27,7 @@ from worker.archive.decode import BadRecord, NewerRecord, decode_record
 from worker.archive.read_window import Window
 from worker.archive.reading import ArchiveReader, Delivery
 from worker.rerender.progress import Progress, make_progress
-from worker.transport.link.addresses import connect_first
+from worker.transport.link.addresses import open_first
 
 SPOOL_SUFFIX = ".archive.jsonl"
 STATE_SUFFIX = ".archive.json"
@@ -55,11 +54,7 @@ class ArchiveSource:
 
     async def connect(self) -> AbstractConnection:
         """A connection to the first of the addresses that answers."""
-
-        async def attempt(url: str) -> AbstractConnection:
-            return await aiormq.connect(url, context=self.ssl_context)
-
-        return await connect_first(list(self.urls), attempt)
+        return await open_first(self.urls, lambda _url: self.ssl_context)
 
 
 @dataclass(slots=True)

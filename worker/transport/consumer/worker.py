@@ -11,9 +11,9 @@ closed) and the exit status.
 import asyncio
 import os
 import socket
+import ssl
 from typing import TYPE_CHECKING, Any
 
-import aiormq
 from aiormq.abc import AbstractConnection
 from structlog.typing import FilteringBoundLogger
 
@@ -32,7 +32,7 @@ from worker.transport.consumer.link import (
 )
 from worker.transport.consumer.readiness import Readiness
 from worker.transport.link import tls
-from worker.transport.link.addresses import connect_first, split_addresses
+from worker.transport.link.addresses import open_first, split_addresses
 from worker.transport.link.broker_failures import describe
 from worker.transport.link.connection import AccessRefused
 from worker.transport.link.flow import BrokerFlow
@@ -130,13 +130,10 @@ class Worker:
         """A connection of the archive's own, to the first of the addresses that answers."""
         name = f"prompt-worker {socket.gethostname()} pid {os.getpid()} archive"
 
-        async def attempt(url: str) -> AbstractConnection:
-            context = tls.connect_kwargs(url, self.settings.tls).get("ssl_context")
-            return await aiormq.connect(
-                url, context=context, client_properties={"connection_name": name}
-            )
+        def context(url: str) -> ssl.SSLContext | None:
+            return tls.connect_kwargs(url, self.settings.tls).get("ssl_context")
 
-        return await connect_first(split_addresses(self.settings.amqp_url), attempt)
+        return await open_first(split_addresses(self.settings.amqp_url), context, name)
 
     def readiness(self) -> dict[str, bool]:
         return self.state.facts()

@@ -10,9 +10,14 @@ The value holds passwords: error messages say which item is wrong and why, never
 it. One URL reads exactly as it always did.
 """
 
-from collections.abc import Awaitable, Callable
+import ssl
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
+
+import aiormq
+from aiormq.abc import AbstractConnection
+from pamqp.common import FieldTable
 
 from worker.transport.link.broker_failures import ConnectFailed, broker_address, is_access_refused
 
@@ -109,3 +114,18 @@ async def connect_first(urls: list[str], attempt: Callable[[str], Awaitable[T]])
             if is_access_refused(exc) or len(tried) == len(urls):
                 raise ConnectFailed(tried, exc) from exc
     raise AssertionError("no broker address")  # split_addresses never gives an empty list
+
+
+async def open_first(
+    urls: Sequence[str],
+    context: Callable[[str], ssl.SSLContext | None],
+    name: str | None = None,
+) -> AbstractConnection:
+    """An aiormq connection to the first of `urls` that answers (`connect_first`), with
+    `context(url)` for TLS and `name` as the connection's name in the management UI."""
+    properties: FieldTable = {"connection_name": name} if name else {}
+
+    async def attempt(url: str) -> AbstractConnection:
+        return await aiormq.connect(url, context=context(url), client_properties=properties)
+
+    return await connect_first(list(urls), attempt)
