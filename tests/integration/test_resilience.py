@@ -146,8 +146,11 @@ async def _stall_with_jobs_in_flight(
     start_worker: StartWorker, client: PromptClient, proxy: TcpProxy, *args: str
 ) -> tuple[WorkerProcess, list[str], list[asyncio.Task[dict[str, Any]]]]:
     """A worker whose broker link stalls (no bytes either way) while it has jobs in
-    flight, then SIGTERM: it starts stopping with jobs it cannot finish."""
-    worker = start_worker(*args, amqp_url=proxy.url)
+    flight, then SIGTERM: it starts stopping with jobs it cannot finish. (Their records
+    wait for confirms that cannot come either: at the default bound of 2 s a job stuck
+    on its record alone would be acknowledged, into the stalled socket, and no longer in
+    flight.)"""
+    worker = start_worker(*args, "--archive-confirm-timeout", "600", amqp_url=proxy.url)
     await worker.wait_ready()
     ids, calls = start_calls(client, 1000, "stall")
     await at_least(calls, 50)

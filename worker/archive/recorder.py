@@ -53,6 +53,7 @@ from worker.archive.record import (
 from worker.families import family_name
 from worker.ops.metrics import Metrics
 from worker.render.replies import RenderOutcome
+from worker.tasks import cancel_for_good
 
 # A stream that returned a record is declared again at most this often.
 REDECLARE_PAUSE = 30.0
@@ -131,7 +132,7 @@ class ArchiveRecorder:
     async def close(self) -> None:
         self._closing = True
         if self._keeping is not None:
-            self._keeping.cancel()
+            await cancel_for_good(self._keeping)
             with contextlib.suppress(asyncio.CancelledError):
                 await self._keeping
         if self._connection is not None:

@@ -384,8 +384,9 @@ class ConsumerLink:
                 # Cancelled but not consuming again: not ready until it is.
                 await asyncio.sleep(backoff(failures))
 
-    async def stop_consuming(self) -> None:
-        """The drain's first step: no more deliveries, now or after a reconnect."""
+    async def stop_consuming(self, within: float) -> None:
+        """The drain's first step: no more deliveries, now or after a reconnect. The
+        broker's cancel-ok is awaited at most `within` seconds (the drain's time left)."""
         self.consume_wanted = False
         async with self._consumer_lock:
             channel, tag = self.channel, self.consumer_tag
@@ -397,7 +398,7 @@ class ConsumerLink:
             try:
                 # Forgetting the consumer first means a reconnect during the drain does
                 # not restore it; the basic.cancel itself needs a live link.
-                await channel.basic_cancel(tag, timeout=5 if self.up else 0.5)
+                await channel.basic_cancel(tag, timeout=min(5 if self.up else 0.5, within))
             except Exception as exc:  # broker gone: its redelivery covers the rest
                 self.log.warning("cancel_consumer_failed", error=repr(exc))
 

@@ -22,6 +22,7 @@ from worker.archive.recorder import ArchiveRecorder, ArchiveSettings
 from worker.ops.logs import get_logger
 from worker.ops.metrics import Metrics
 from worker.render.renderer import Renderer
+from worker.tasks import cancel_for_good
 from worker.transport.consumer.backpressure import ReplyBackpressure, ReplyChannels
 from worker.transport.consumer.delivery import DeliveryPath
 from worker.transport.consumer.link import (
@@ -189,7 +190,7 @@ class Worker:
             exit_code = self._refused(keeping)
         else:
             await self._drain()
-            keeping.cancel()
+            await cancel_for_good(keeping)
         warming.cancel()
         await asyncio.gather(keeping, warming, stopping, return_exceptions=True)
         await self._close()
@@ -234,21 +235,25 @@ class Worker:
 
     async def _drain(self) -> None:
         deliveries = self.deliveries
+        loop = asyncio.get_running_loop()
+        # The timeout counts from the signal: a cancel held up by a stalled link spends
+        # it too, so the worker stops within what the orchestrator's grace period allows.
+        deadline = loop.time() + self.settings.shutdown_timeout
+
+        def remaining() -> float:
+            return max(0.0, deadline - loop.time())
+
         self.log.info("stopping", in_flight=deliveries.in_flight)
-        await self.link.stop_consuming()
+        await self.link.stop_consuming(within=remaining())
         # Deliveries that arrived before the cancel-ok are already scheduled as tasks,
         # but each needs a couple of loop turns to reach `on_message` and count itself.
         for _ in range(5):
             await asyncio.sleep(0)
-        timeout = self.settings.shutdown_timeout
-        deadline = asyncio.get_running_loop().time() + timeout
         try:
-            await asyncio.wait_for(deliveries.idle.wait(), timeout=timeout)
+            await self._until_idle(remaining())
             deliveries.closing = True
             # A delivery may have slipped in between the idle signal and this line.
-            if deliveries.in_flight:
-                remaining = max(0.0, deadline - asyncio.get_running_loop().time())
-                await asyncio.wait_for(deliveries.idle.wait(), timeout=remaining)
+            await self._until_idle(remaining())
         except TimeoutError:
             self.log.warning(
                 "shutdown_timeout",
@@ -256,6 +261,11 @@ class Worker:
                 detail="unfinished jobs stay unacknowledged and will be redelivered",
             )
         deliveries.closing = True
+
+    async def _until_idle(self, within: float) -> None:
+        """Until no delivery is in flight; TimeoutError after `within` seconds."""
+        if self.deliveries.in_flight:
+            await asyncio.wait_for(self.deliveries.idle.wait(), timeout=within)
 
     async def _close(self) -> None:
         if self.link.up:
