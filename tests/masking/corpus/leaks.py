@@ -314,6 +314,16 @@ LEAKS: tuple[Leak, ...] = (
         password(NO_BLANK),
         "encryption_key",
     ),
+    # Azure DevOps' personal access tokens: 52 characters of lower-case base32, no
+    # prefix; only the key's name tells them.
+    Leak(
+        "azure-devops-pat",
+        "key names",
+        around("AZURE_DEVOPS_PAT: {S}"),
+        chars("abcdefghijklmnopqrstuvwxyz234567", 52),
+        "token",
+    ),
+    Leak("github-pat-var", "key names", around("export GH_PAT={S}"), password(NO_BLANK), "token"),
     Leak(
         "signing-key",
         "key names",

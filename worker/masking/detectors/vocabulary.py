@@ -191,7 +191,25 @@ _PAGINATION = ("nexttoken", "pagetoken", "continuetoken", "continuationtoken", "
 
 owns_aws_secret = _suffix_rule(AWS_SECRET_WORDS)
 owns_secret = _suffix_rule(SECRET_WORDS, unless=AWS_SECRET_WORDS)
-owns_token = _suffix_rule(("token", "jeton"), unless=_PAGINATION)
+_owns_token_word = _suffix_rule(("token", "jeton"), unless=_PAGINATION)
+
+
+def _names_a_pat(key: str) -> bool:
+    """`GITHUB_PAT`, `azure-devops-pat`, `GL_PAT_2`: a personal access token under a key
+    of its own name (Azure DevOps' tokens carry no prefix a vendor detector could see).
+    A bare `pat` is left alone: it is a name in chat."""
+    words = key_words(key)
+    if not words or words[0] in _QUANTITIES:
+        return False
+    while len(words) > 1 and (words[-1] in _QUALIFIERS or words[-1].isdigit()):
+        words.pop()
+    return len(words) > 1 and words[-1] == "pat"
+
+
+def owns_token(key: str, norm: str) -> bool:
+    return _owns_token_word(key, norm) or _names_a_pat(key)
+
+
 # `api_token` ends with "token": the token detector masks it. Datadog's application
 # keys, Azure API Management's subscription keys, New Relic's license keys are API keys.
 API_KEY_WORDS = ("apikey", "appkey", "applicationkey", "subscriptionkey", "licensekey")
@@ -232,7 +250,7 @@ SECRET = KeyValueRule(
 AWS_SECRET = KeyValueRule(
     ("secret", "secret access key"), owns_aws_secret, "[MASKED_AWS_SECRET_ACCESS_KEY]"
 )
-TOKEN = KeyValueRule(("token", "jeton"), owns_token, "[MASKED_TOKEN]")
+TOKEN = KeyValueRule(("token", "jeton", "_pat", "-pat", ".pat"), owns_token, "[MASKED_TOKEN]")
 API_KEY = KeyValueRule(
     (
         "api_key",
