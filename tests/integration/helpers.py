@@ -163,8 +163,12 @@ class WorkerProcess:
                 events.append(orjson.loads(line))
         return events
 
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The log lines of event `name`, in order."""
+        return [e for e in self.log_events() if e.get("event") == name]
+
     def job_lines(self) -> list[dict[str, Any]]:
-        return [e for e in self.log_events() if e.get("event") == "job"]
+        return self.events("job")
 
     async def logged_jobs(self, count: int, within: float = 30.0) -> list[dict[str, Any]]:
         """The job lines, once there are `count`: a job's line is written after its reply

@@ -57,10 +57,6 @@ async def metrics(worker: WorkerProcess) -> str:
     return (await worker.http_get("/metrics"))[1]
 
 
-def named(worker: WorkerProcess, event: str) -> list[dict[str, object]]:
-    return [e for e in worker.log_events() if e.get("event") == event]
-
-
 async def dead_letter_into_requests(side: AbstractQueue, count: int) -> None:
     """Move `count` jobs from the side queue to the request queue, broker-side."""
     for _ in range(count):
@@ -144,7 +140,7 @@ async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
                 },
             }
             # aiormq tells that the connection is blocked (`ready()` waits), not why.
-            [blocked] = named(worker, "broker_blocked")
+            [blocked] = worker.events("broker_blocked")
             assert blocked["reason"] == BLOCKED_REASON
             assert blocked["level"] == "warning"
 
@@ -160,7 +156,7 @@ async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
             assert metric_value(exposition, "prompt_worker_ready") == 0
             # Only the first job is being handled (its reply waits for its confirm).
             assert metric_value(exposition, "prompt_worker_in_flight") == 1
-            assert not named(worker, "job")
+            assert not worker.job_lines()
         finally:
             await clear_alarm(node)
 
@@ -168,12 +164,12 @@ async def test_a_memory_alarm_holds_new_deliveries_and_makes_the_worker_unready(
         await worker.wait_ready()
         replies = await drain(channel, topo.reply_queue, len(ids))
         assert sorted(orjson.loads(r.body)["job_id"] for r in replies) == sorted(ids)
-        [unblocked] = named(worker, "broker_unblocked")
+        [unblocked] = worker.events("broker_unblocked")
         assert unblocked["held"] == HELD
         assert unblocked["level"] == "info"
         assert metric_value(await metrics(worker), "prompt_worker_broker_blocked") == 0
-        assert sorted(str(e["job_id"]) for e in named(worker, "job")) == sorted(ids)
-        assert {e["settled"] for e in named(worker, "job")} == {"acked"}
+        assert sorted(str(e["job_id"]) for e in worker.job_lines()) == sorted(ids)
+        assert {e["settled"] for e in worker.job_lines()} == {"acked"}
         assert await queue_depth(channel, topo.request_queue) == 0
         assert await queue_depth(channel, topo.dead_letter_queue) == 0
         # The worker's own line about the block, not a library's.
@@ -208,7 +204,7 @@ async def test_a_worker_stopped_during_an_alarm_exits_and_loses_nothing(
             await wait_for(all_delivered, 60, "the held jobs to be delivered")
             worker.signal(signal.SIGTERM)
             assert await worker.wait_exit(within=60) == 0
-            assert not named(worker, "job")
+            assert not worker.job_lines()
         finally:
             await clear_alarm(node)
 

@@ -16,7 +16,6 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import aio_pika
 import orjson
@@ -27,7 +26,6 @@ from tests.integration.helpers import (
     AMQP_URL,
     StartWorker,
     TcpProxy,
-    WorkerProcess,
     a_job,
     drain,
     queue_depth,
@@ -41,10 +39,6 @@ pytestmark = pytest.mark.broker
 
 HEARTBEAT = 4  # seconds, asked for in the worker's URL
 JOBS = 300
-
-
-def named(worker: WorkerProcess, event: str) -> list[dict[str, Any]]:
-    return [e for e in worker.log_events() if e.get("event") == event]
 
 
 async def publish(channel: AbstractChannel, queue: str, ids: list[str]) -> None:
@@ -83,7 +77,7 @@ async def test_a_half_open_connection_is_noticed_within_twice_the_heartbeat(
         paused_at = time.monotonic()
 
         async def noticed() -> bool:
-            return bool(named(worker, "broker_link_down"))
+            return bool(worker.events("broker_link_down"))
 
         # Heartbeats sent every HEARTBEAT / 2 s by both sides: two heartbeat intervals
         # without a byte are the most a live link can be silent for.
@@ -156,7 +150,7 @@ async def test_a_declare_refused_at_start_up_is_one_line_naming_queue_and_permis
     text = json.dumps(line)
     assert topo.request_queue in text
     assert "configure" in text
-    assert not named(worker, "broker_link_down"), "a refusal for good was retried"
+    assert not worker.events("broker_link_down"), "a refusal for good was retried"
 
 
 # (e) consumer timeout while a reply is refused: tests/integration/test_consumer_timeout.py

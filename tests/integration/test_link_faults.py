@@ -9,7 +9,6 @@ docs/BROKERS.md.
 import asyncio
 import json
 import time
-from typing import Any
 
 import aio_pika
 import orjson
@@ -29,10 +28,6 @@ from worker.transport.link.flow import BLOCKED_REASON
 from worker.transport.link.topology import Topology
 
 pytestmark = pytest.mark.broker
-
-
-def named(worker: WorkerProcess, event: str) -> list[dict[str, Any]]:
-    return [e for e in worker.log_events() if e.get("event") == event]
 
 
 async def publish(channel: AbstractChannel, queue: str, ids: list[str]) -> None:
@@ -97,7 +92,7 @@ async def test_a_disk_alarm_makes_the_worker_unready_holds_deliveries_and_loses_
                 assert status == 503
                 assert body["unblocked"] is False
                 # aiormq tells that the connection is blocked, not which alarm.
-                [blocked] = named(worker, "broker_blocked")
+                [blocked] = worker.events("broker_blocked")
                 assert blocked["reason"] == BLOCKED_REASON
                 # Held: nothing answered while the alarm lasts.
                 assert await queue_depth(channel, topo.reply_queue) == 0

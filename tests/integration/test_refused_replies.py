@@ -25,7 +25,6 @@ from yarl import URL
 from tests.faulty_serve import FAULTY_SERVE, HANDLER_BUG
 from tests.integration.helpers import (
     StartWorker,
-    WorkerProcess,
     a_job,
     archive_stream,
     drain,
@@ -45,10 +44,6 @@ pytestmark = pytest.mark.broker
 DELIVERY_LIMIT = 2
 # Every delivery the queue allows: the first and DELIVERY_LIMIT more.
 DELIVERIES = DELIVERY_LIMIT + 1
-
-
-def events(worker: WorkerProcess, name: str) -> list[dict[str, Any]]:
-    return [e for e in worker.log_events() if e.get("event") == name]
 
 
 def error_of(reply: AbstractIncomingMessage, job_id: str) -> dict[str, Any]:
@@ -87,7 +82,7 @@ async def test_a_reply_the_broker_refuses_is_held_until_the_queue_has_room(
     # More refusals than the queue allows deliveries: a requeueing worker would have
     # dead-lettered the job by now.
     async def refused_again() -> bool:
-        return len(events(worker, "reply_republish_failed")) > DELIVERIES
+        return len(worker.events("reply_republish_failed")) > DELIVERIES
 
     await wait_for(refused_again, 90, "the reply to be refused again and again")
     # Delivered while replies are refused: it waits at the door, unrendered.
@@ -121,9 +116,9 @@ async def test_a_reply_the_broker_refuses_is_held_until_the_queue_has_room(
     assert metric_value(exposition, "prompt_worker_in_flight") == 1
     assert metric_value(exposition, 'prompt_worker_reply_refusals_total{cause="nack"}') > DELIVERIES
     assert not worker.job_lines(), "no job settled, nor the waiting one rendered"
-    [refused] = events(worker, "reply_refused")
+    [refused] = worker.events("reply_refused")
     assert refused["job_id"] == "refused"
-    [backpressure] = events(worker, "reply_backpressure")
+    [backpressure] = worker.events("reply_backpressure")
     assert backpressure["reason"] == "the broker refused the reply (nack)"
     assert await queue_depth(channel, topo.dead_letter_queue) == 0
 
@@ -140,7 +135,7 @@ async def test_a_reply_the_broker_refuses_is_held_until_the_queue_has_room(
         ("refused", "acked", 0),
         ("waiting", "acked", 0),
     ]
-    assert len(events(worker, "reply_backpressure_cleared")) == 1
+    assert len(worker.events("reply_backpressure_cleared")) == 1
     assert await queue_depth(channel, topo.dead_letter_queue) == 0
     assert await queue_depth(channel, topo.request_queue) == 0
     assert metric_value((await worker.http_get("/metrics"))[1], "prompt_worker_replies_held") == 0
@@ -167,7 +162,7 @@ async def test_a_default_reply_queue_deleted_under_the_worker_is_declared_again(
         assert orjson.loads(reply.body)["job_id"] == job_id
 
     # Declared again once, by the first job; both jobs answered and acknowledged once.
-    assert len(events(worker, "reply_queue_redeclared")) == 1
+    assert len(worker.events("reply_queue_redeclared")) == 1
     assert [e["settled"] for e in worker.job_lines()] == ["acked", "acked"]
     assert await queue_depth(channel, topo.request_queue) == 0
     assert await queue_depth(channel, topo.dead_letter_queue) == 0
@@ -199,24 +194,24 @@ async def test_a_reply_queue_that_cannot_be_declared_again_stalls_nothing(
             )
 
             async def reconnecting() -> bool:
-                return bool(events(worker, "channel_not_restored"))
+                return bool(worker.events("channel_not_restored"))
 
             # Left alone, the closed channel stays closed for good: the worker must
             # reconnect (and keeps failing to restore the channel while the limit holds).
             await wait_for(reconnecting, 60, "the worker to reconnect, its channel closed")
 
             async def restore_refused() -> bool:
-                return bool(events(worker, "broker_restore_refused"))
+                return bool(worker.events("broker_restore_refused"))
 
             # Each reconnect connects, and the broker refuses to restore the channel: an
             # attempt that reached the broker is not reported as an unreachable broker.
             await wait_for(restore_refused, 60, "a reconnect whose restore is refused")
-            [refused, *_] = events(worker, "broker_restore_refused")
+            [refused, *_] = worker.events("broker_restore_refused")
             assert "queue limit" in refused["error"]
-            assert not events(worker, "broker_unreachable")
+            assert not worker.events("broker_unreachable")
             # The worker's own lines tell it all; the library's error line is not shown.
             assert "Callback <OneShotCallback" not in worker.logs()
-            assert events(worker, "reply_queue_declare_failed")
+            assert worker.events("reply_queue_declare_failed")
             assert not any(e.get("settled") == "acked" for e in worker.job_lines())
             assert await queue_depth(channel, topo.request_queue) == 1  # kept, not lost
 
@@ -318,7 +313,7 @@ async def test_a_reply_above_the_brokers_max_message_size_becomes_an_error_reply
         assert dead.body == body
         # The first delivery's reply cost a channel; the limit learned from it, the
         # second delivery was answered with the error. No third.
-        [learned] = events(worker, "broker_max_message_size")
+        [learned] = worker.events("broker_max_message_size")
         assert learned["limit_bytes"] == NODE_LIMIT
         lines = await worker.logged_jobs(2)
         assert [e["settled"] for e in lines] == ["unsettled", "dead_lettered"]
