@@ -68,13 +68,21 @@ _QUALIFIERS = frozenset(
 _QUANTITIES = frozenset(["max", "min", "num", "n", "total", "count", "limit", "per", "avg"])
 
 
-def _base(key: str) -> str | None:
-    """The normalised key less trailing qualifiers, or None when it counts something."""
+def _base_words(key: str) -> list[str] | None:
+    """The key's words less trailing qualifiers, or None when it counts something."""
     words = key_words(key)
     if not words or words[0] in _QUANTITIES:
         return None
     while len(words) > 1 and (words[-1] in _QUALIFIERS or words[-1].isdigit()):
         words.pop()
+    return words
+
+
+def _base(key: str) -> str | None:
+    """The normalised key less trailing qualifiers, or None when it counts something."""
+    words = _base_words(key)
+    if words is None:
+        return None
     base = "".join(words)
     stripped = base.rstrip("0123456789")  # `password2`
     return stripped or base
@@ -198,12 +206,8 @@ def _names_a_pat(key: str) -> bool:
     """`GITHUB_PAT`, `azure-devops-pat`, `GL_PAT_2`: a personal access token under a key
     of its own name (Azure DevOps' tokens carry no prefix a vendor detector could see).
     A bare `pat` is left alone: it is a name in chat."""
-    words = key_words(key)
-    if not words or words[0] in _QUANTITIES:
-        return False
-    while len(words) > 1 and (words[-1] in _QUALIFIERS or words[-1].isdigit()):
-        words.pop()
-    return len(words) > 1 and words[-1] == "pat"
+    words = _base_words(key)
+    return words is not None and len(words) > 1 and words[-1] == "pat"
 
 
 def owns_token(key: str, norm: str) -> bool:
